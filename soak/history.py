@@ -1,0 +1,300 @@
+"""Operation records and their on-disk form: the one thing the storm and the checker share.
+
+Each worker process appends one JSON line per record to its own file and hands every line to
+the kernel before it calls the store, so a SIGKILL loses at most the completion of the
+operation in flight. Records are Jepsen-shaped: an `invoke` line, then one completion line
+with the same process and index: `ok` (happened), `fail` (refused typed: definitely did not
+happen) or `info` (unknown). A worker that dies mid-call leaves an invoke with no completion;
+the reader turns it into an `info` operation, never into `ok` or `fail`.
+
+Line format (compact keys, one object per line)::
+
+    {"t":"invoke","p":"w3.1","i":17,"ts":123,"f":"append","run":"r1",
+     "lease":["r1","w3.1",5],"intent":"live","v":{"seq":4,"tag":"w3.1#17","c":3}}
+    {"t":"ok","p":"w3.1","i":17,"ts":130,"v":{}}
+    {"t":"fail","p":"w3.1","i":18,"ts":140,"err":"LeaseHeldError","msg":"...","v":{"holder":[...]}}
+    {"t":"event","p":"w3.1","ts":150,"kind":"stall","v":{"ms":400}}
+
+`ts` is CLOCK_MONOTONIC in nanoseconds: one clock for every process on one machine.
+Every mutation writes a payload derived from its tag (`payload_for`), so every value in the
+final store state names the operation that wrote it and any altered byte is visible.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from soak.spi import Lease
+
+__all__ = [
+    "COMPLETIONS",
+    "HistoryCorruptError",
+    "HistoryWriter",
+    "LEASE_OPS",
+    "MUTATIONS",
+    "Operation",
+    "Record",
+    "now_ns",
+    "operations",
+    "pair",
+    "payload_for",
+    "read_records",
+    "tag_of",
+]
+
+#: Surfaces that change store state under the fence.
+MUTATIONS: tuple[str, ...] = ("append", "put_meta", "delete", "blob_put", "blob_delete")
+#: Lease surfaces.
+LEASE_OPS: tuple[str, ...] = ("acquire", "renew", "release")
+COMPLETIONS: tuple[str, ...] = ("ok", "fail", "info")
+
+_PAYLOAD_SEP = b"|"
+
+
+def now_ns() -> int:
+    """The history clock: CLOCK_MONOTONIC, comparable across processes on one machine."""
+    return time.monotonic_ns()
+
+
+def payload_for(tag: str) -> bytes:
+    """The payload an operation with this tag writes: the tag, then 12 bytes derived from it.
+
+    The derived bytes are binary (not UTF-8 in general) so a store that transcodes or trims
+    payloads is caught byte for byte.
+    """
+    return tag.encode("ascii") + _PAYLOAD_SEP + hashlib.blake2b(tag.encode("ascii"), digest_size=12).digest()
+
+
+def tag_of(payload: bytes) -> str | None:
+    """The tag of the operation that wrote `payload`, or None if it was not written by soak."""
+    head, sep, _ = payload.partition(_PAYLOAD_SEP)
+    if not sep:
+        return None
+    try:
+        return head.decode("ascii")
+    except UnicodeDecodeError:
+        return None
+
+
+class HistoryCorruptError(ValueError):
+    """A history file that cannot be read, other than a truncated last line."""
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    """One line of a history file, parsed."""
+
+    type: str  # invoke | ok | fail | info | event
+    process: str
+    time: int
+    index: int = -1
+    f: str = ""
+    run: str = ""
+    lease: Lease | None = None
+    intent: str = ""
+    value: dict[str, Any] = field(default_factory=dict)
+    error: str | None = None
+    message: str | None = None
+    kind: str = ""  # events only
+
+
+@dataclass(frozen=True, slots=True)
+class Operation:
+    """One invocation paired with its completion (`outcome` info when it never completed)."""
+
+    process: str
+    index: int
+    f: str
+    run: str
+    lease: Lease | None
+    intent: str
+    args: dict[str, Any]
+    outcome: str  # ok | fail | info
+    result: dict[str, Any]
+    error: str | None
+    message: str | None
+    invoke_ns: int
+    complete_ns: int | None  # None: the process died (or the storm ended) before completion
+
+    @property
+    def tag(self) -> str:
+        return f"{self.process}#{self.index}"
+
+    @property
+    def epoch(self) -> int | None:
+        return self.lease.epoch if self.lease else None
+
+
+def _encode_lease(lease: Lease | None) -> list[Any] | None:
+    return None if lease is None else [lease.run_id, lease.owner, lease.epoch]
+
+
+class HistoryWriter:
+    """Appends records for one process; every line reaches the kernel before the call returns."""
+
+    def __init__(self, path: str | os.PathLike[str], process: str) -> None:
+        self.path = Path(path)
+        self.process = process
+        self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        self._index = 0
+
+    def _write(self, obj: dict[str, Any]) -> None:
+        line = json.dumps(obj, separators=(",", ":")) + "\n"
+        os.write(self._fd, line.encode())
+
+    def next_index(self) -> int:
+        """The index the next `invoke` will carry (its tag is `process#index`)."""
+        return self._index
+
+    def invoke(
+        self, f: str, run: str, lease: Lease | None, intent: str, value: dict[str, Any] | None = None
+    ) -> int:
+        index = self._index
+        self._index += 1
+        self._write(
+            {
+                "t": "invoke",
+                "p": self.process,
+                "i": index,
+                "ts": now_ns(),
+                "f": f,
+                "run": run,
+                "lease": _encode_lease(lease),
+                "intent": intent,
+                "v": value or {},
+            }
+        )
+        return index
+
+    def complete(
+        self,
+        index: int,
+        outcome: str,
+        value: dict[str, Any] | None = None,
+        error: str | None = None,
+        message: str | None = None,
+    ) -> None:
+        if outcome not in COMPLETIONS:
+            raise ValueError(f"outcome must be one of {COMPLETIONS}, got {outcome!r}")
+        rec: dict[str, Any] = {"t": outcome, "p": self.process, "i": index, "ts": now_ns(), "v": value or {}}
+        if error is not None:
+            rec["err"] = error
+        if message is not None:
+            rec["msg"] = message[:500]
+        self._write(rec)
+
+    def event(self, kind: str, value: dict[str, Any] | None = None) -> None:
+        self._write({"t": "event", "p": self.process, "ts": now_ns(), "kind": kind, "v": value or {}})
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+
+def _decode(obj: dict[str, Any]) -> Record:
+    lease = obj.get("lease")
+    return Record(
+        type=obj["t"],
+        process=obj["p"],
+        time=int(obj["ts"]),
+        index=int(obj.get("i", -1)),
+        f=obj.get("f", ""),
+        run=obj.get("run", ""),
+        lease=Lease(lease[0], lease[1], int(lease[2])) if lease else None,
+        intent=obj.get("intent", ""),
+        value=obj.get("v") or {},
+        error=obj.get("err"),
+        message=obj.get("msg"),
+        kind=obj.get("kind", ""),
+    )
+
+
+def read_records(path: str | os.PathLike[str]) -> Iterator[Record]:
+    """Records of one history file in order.
+
+    A last line without its newline (a kill mid-write) is dropped: the operation it would
+    have completed stays unknown. Any other unreadable line raises `HistoryCorruptError`.
+    """
+    path = Path(path)
+    with open(path, "rb") as fh:
+        lineno = 0
+        for raw in fh:
+            lineno += 1
+            if not raw.endswith(b"\n"):
+                return  # truncated final line
+            if not raw.strip():
+                continue
+            try:
+                yield _decode(json.loads(raw))
+            except (ValueError, KeyError, TypeError, IndexError) as exc:
+                raise HistoryCorruptError(f"{path}:{lineno}: unreadable history record ({exc})") from exc
+
+
+def pair(records: Iterable[Record]) -> Iterator[Operation | Record]:
+    """Pair invokes with completions per process; events pass through as records.
+
+    Raises `HistoryCorruptError` on a completion without an invocation or a second
+    invocation while one is pending on the same process (a worker makes one call at a time).
+    """
+    pending: dict[str, Record] = {}
+    for rec in records:
+        if rec.type == "event":
+            yield rec
+        elif rec.type == "invoke":
+            if rec.process in pending:
+                prev = pending[rec.process]
+                raise HistoryCorruptError(
+                    f"process {rec.process}: invoke {rec.index} while invoke {prev.index} is pending"
+                )
+            pending[rec.process] = rec
+        elif rec.type in COMPLETIONS:
+            inv = pending.pop(rec.process, None)
+            if inv is None or inv.index != rec.index:
+                raise HistoryCorruptError(f"process {rec.process}: completion {rec.index} without its invoke")
+            yield Operation(
+                process=inv.process,
+                index=inv.index,
+                f=inv.f,
+                run=inv.run,
+                lease=inv.lease,
+                intent=inv.intent,
+                args=inv.value,
+                outcome=rec.type,
+                result=rec.value,
+                error=rec.error,
+                message=rec.message,
+                invoke_ns=inv.time,
+                complete_ns=rec.time,
+            )
+        else:
+            raise HistoryCorruptError(f"process {rec.process}: unknown record type {rec.type!r}")
+    for inv in pending.values():
+        yield Operation(
+            process=inv.process,
+            index=inv.index,
+            f=inv.f,
+            run=inv.run,
+            lease=inv.lease,
+            intent=inv.intent,
+            args=inv.value,
+            outcome="info",
+            result={},
+            error="Incomplete",
+            message="no completion recorded (process killed or storm ended mid-call)",
+            invoke_ns=inv.time,
+            complete_ns=None,
+        )
+
+
+def operations(paths: Iterable[str | os.PathLike[str]]) -> Iterator[Operation | Record]:
+    """Every operation and event of a run's history files, file by file."""
+    for p in sorted(Path(x) for x in paths):
+        yield from pair(read_records(p))

@@ -1,0 +1,197 @@
+"""The run directory: where a storm leaves everything the checker and the report need.
+
+Layout (paths relative to the run directory)::
+
+    scenario.toml       the scenario as run, seed included
+    run.json            what ran and how it ended (see `RunInfo`)
+    history/*.jsonl     one history file per worker incarnation, plus nemesis.jsonl
+    final_state.json    the store's state read back after every worker stopped (`read_snapshot`)
+    verdict.json        the checker's verdict (written by `soak.check`)
+
+The snapshot is read through the public store API only, so it works for every store.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from soak.errors import RunDirError
+from soak.spi import FencedRunStore, JournalEntry, RunMeta, StoreError
+
+__all__ = [
+    "EVENTS_FILE",
+    "FINAL_STATE",
+    "HISTORY_DIR",
+    "RUN_INFO",
+    "RunInfo",
+    "SCENARIO_FILE",
+    "Snapshot",
+    "VERDICT_FILE",
+    "history_paths",
+    "load_run_info",
+    "load_snapshot",
+    "read_snapshot",
+    "save_snapshot",
+    "write_json",
+]
+
+SCENARIO_FILE = "scenario.toml"
+RUN_INFO = "run.json"
+HISTORY_DIR = "history"
+EVENTS_FILE = "history/nemesis.jsonl"
+FINAL_STATE = "final_state.json"
+VERDICT_FILE = "verdict.json"
+
+
+@dataclass(slots=True)
+class RunInfo:
+    """What ran and how the storm ended.
+
+    `status` is `quorum` (every threshold met), `timeout` (time bound hit first),
+    `interrupted` (Ctrl-C or a signal), or `error` (`error` names the cause).
+    """
+
+    soak_version: str
+    workload: str
+    store: str
+    seed: int
+    lease_ttl_ms: int
+    workers: int
+    runs: list[str]
+    side_runs: list[str]
+    status: str = "running"
+    error: str | None = None
+    started_ns: int = 0
+    ended_ns: int = 0
+    wall_started: float = field(default_factory=time.time)
+    quorum_target: dict[str, int] = field(default_factory=dict)
+    quorum_reached: dict[str, int] = field(default_factory=dict)
+    worker_seeds: dict[str, int] = field(default_factory=dict)
+    environment: dict[str, Any] = field(default_factory=dict)
+
+
+def write_json(path: str | os.PathLike[str], obj: Any) -> None:
+    """Write JSON atomically (temp file, then rename)."""
+    path = Path(path)
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(json.dumps(obj, indent=1, sort_keys=True) + "\n")
+    os.replace(tmp, path)
+
+
+def load_run_info(run_dir: str | os.PathLike[str]) -> RunInfo:
+    path = Path(run_dir) / RUN_INFO
+    if not path.is_file():
+        raise RunDirError(f"{run_dir} is not a soak run directory (no {RUN_INFO}); pass the directory a storm wrote")
+    try:
+        return RunInfo(**json.loads(path.read_text()))
+    except (ValueError, TypeError) as exc:
+        raise RunDirError(f"{path} is unreadable ({exc}); the run directory is damaged") from exc
+
+
+def history_paths(run_dir: str | os.PathLike[str]) -> list[Path]:
+    return sorted((Path(run_dir) / HISTORY_DIR).glob("*.jsonl"))
+
+
+@dataclass(slots=True)
+class Snapshot:
+    """The store's final state for a set of runs, as read back through the store API.
+
+    `probe` holds, per run, the epoch a fresh `acquire` got after every worker had stopped and
+    1.2 x ttl had passed (or the error it raised): the epoch high-water and `ttl-honoured`
+    seen from outside.
+    """
+
+    journals: dict[str, list[JournalEntry]]
+    metas: dict[str, RunMeta | None]
+    blobs: dict[str, dict[str, bytes]]  # run -> ref -> bytes
+    listed_runs: list[str]
+    probe: dict[str, dict[str, Any]]
+    read_errors: list[str]
+
+
+def read_snapshot(store: FencedRunStore, run_ids: list[str], *, probe: bool = True) -> Snapshot:
+    """Read every run's journal, meta and blobs, then probe each run's epoch with an acquire."""
+    journals: dict[str, list[JournalEntry]] = {}
+    metas: dict[str, RunMeta | None] = {}
+    blobs: dict[str, dict[str, bytes]] = {}
+    errors: list[str] = []
+    listed: list[str] = []
+    for run in run_ids:
+        try:
+            journals[run] = list(store.load(run))
+            metas[run] = store.get_meta(run)
+            refs = store.transcripts.list(run)
+            blobs[run] = {}
+            for ref in refs:
+                data = store.transcripts.get(ref)
+                if data is not None:
+                    blobs[run][ref] = bytes(data)
+        except Exception as exc:  # a store that cannot be read is itself evidence
+            errors.append(f"reading run {run}: {type(exc).__name__}: {exc}")
+    try:
+        listed = sorted(m.run_id for m in store.list_runs())
+    except Exception as exc:
+        errors.append(f"list_runs: {type(exc).__name__}: {exc}")
+    probes: dict[str, dict[str, Any]] = {}
+    if probe:
+        time.sleep(store.lease_ttl_ms * 1.2 / 1000.0)
+        for run in run_ids:
+            try:
+                lease = store.acquire(run, "soak-final-probe")
+                probes[run] = {"epoch": lease.epoch}
+                try:
+                    store.release(lease)
+                except StoreError:
+                    pass
+            except Exception as exc:
+                probes[run] = {"error": type(exc).__name__, "message": str(exc)[:300]}
+    return Snapshot(journals, metas, blobs, listed, probes, errors)
+
+
+def _snapshot_to_json(snap: Snapshot) -> dict[str, Any]:
+    return {
+        "journals": {r: [[e.seq, e.payload.hex()] for e in es] for r, es in snap.journals.items()},
+        "metas": {
+            r: None if m is None else {"run_id": m.run_id, "status": m.status, "segments": m.segments,
+                                       "payload": m.payload.hex()}
+            for r, m in snap.metas.items()
+        },
+        "blobs": {r: {ref: b.hex() for ref, b in bs.items()} for r, bs in snap.blobs.items()},
+        "listed_runs": snap.listed_runs,
+        "probe": snap.probe,
+        "read_errors": snap.read_errors,
+    }
+
+
+def save_snapshot(run_dir: str | os.PathLike[str], snap: Snapshot) -> None:
+    write_json(Path(run_dir) / FINAL_STATE, _snapshot_to_json(snap))
+
+
+def load_snapshot(run_dir: str | os.PathLike[str]) -> Snapshot:
+    path = Path(run_dir) / FINAL_STATE
+    if not path.is_file():
+        raise RunDirError(f"{path} is missing: the storm did not read the final state back")
+    try:
+        obj = json.loads(path.read_text())
+        return Snapshot(
+            journals={r: [JournalEntry(int(s), bytes.fromhex(h)) for s, h in es] for r, es in obj["journals"].items()},
+            metas={
+                r: None if m is None else RunMeta(m["run_id"], m["status"], int(m["segments"]), bytes.fromhex(m["payload"]))
+                for r, m in obj["metas"].items()
+            },
+            blobs={r: {ref: bytes.fromhex(h) for ref, h in bs.items()} for r, bs in obj["blobs"].items()},
+            listed_runs=list(obj["listed_runs"]),
+            probe=dict(obj["probe"]),
+            read_errors=list(obj["read_errors"]),
+        )
+    except (ValueError, KeyError, TypeError) as exc:
+        raise RunDirError(f"{path} is unreadable ({exc}); the run directory is damaged") from exc
+
+
+def info_to_json(info: RunInfo) -> dict[str, Any]:
+    return asdict(info)

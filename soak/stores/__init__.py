@@ -1,0 +1,233 @@
+"""Store spec strings, resolved in one place (CONTRACT section 1, "Plugging a store in").
+
+`resolve(spec)` turns a spec into a `StoreTarget` (a factory plus options) or raises
+`StoreSpecError` with one line naming the fix. `StoreTarget.open(location, lease_ttl_ms)` calls
+the factory, turning anything it raises into `StoreBootError`. Targets pickle (with dill for a
+vendor's own callable), so a worker process can open its own store from the same target.
+"""
+
+from __future__ import annotations
+
+import importlib
+import re
+import signal
+import threading
+from collections.abc import Callable
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from importlib.metadata import entry_points
+from typing import Any
+from urllib.parse import parse_qsl
+
+from soak.errors import StoreBootError, StoreSpecError
+from soak.spi import FencedRunStore
+
+__all__ = ["StoreTarget", "redact", "register_scheme", "resolve", "SCHEMES"]
+
+_REQUIRED = (
+    "lease_ttl_ms", "fenced_writes", "acquire", "renew", "release", "append", "load", "put_meta",
+    "get_meta", "list_runs", "delete", "transcripts", "close",
+)
+_REQUIRED_BLOBS = ("fenced_writes", "put", "get", "list", "delete")
+
+
+@dataclass(frozen=True)
+class StoreTarget:
+    """A resolved store spec: how to open one store object over a location."""
+
+    spec: str
+    factory: Callable[..., FencedRunStore]
+    options: dict[str, Any] = field(default_factory=dict)
+    single_process: bool = False
+    description: str = ""
+
+    def open(self, location: str, lease_ttl_ms: int, *, timeout_s: float | None = 60.0, **extra: Any) -> FencedRunStore:
+        """Call the factory once; any failure becomes a one-line `StoreBootError`."""
+        name = redact(self.spec)
+        try:
+            with _time_limit(timeout_s, f"store {name} did not finish booting within {timeout_s} s"):
+                store = self.factory(location, lease_ttl_ms=lease_ttl_ms, **self.options, **extra)
+        except StoreBootError:
+            raise
+        except Exception as exc:
+            raise StoreBootError(
+                f"store {name} failed to boot: {type(exc).__name__}: {_one_line(exc)}; fix the store or its options"
+            ) from exc
+        missing = [m for m in _REQUIRED if not hasattr(store, m)]
+        if not missing:
+            missing = [f"transcripts.{m}" for m in _REQUIRED_BLOBS if not hasattr(store.transcripts, m)]
+        if missing:
+            raise StoreBootError(
+                f"store {name} returned {type(store).__name__}, which lacks {', '.join(missing)}; "
+                "a factory must return a store with the members of soak.spi.FencedRunStore"
+            )
+        return store
+
+
+def _one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())
+    return text[:300] if text else "(no message)"
+
+
+class _BootTimeout(Exception):
+    pass
+
+
+@contextmanager
+def _time_limit(seconds: float | None, message: str):
+    """Bound a call made on the main thread with SIGALRM (elsewhere: no bound)."""
+    if not seconds or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def _alarm(signum, frame):
+        raise _BootTimeout(message)
+
+    old = signal.signal(signal.SIGALRM, _alarm)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    except _BootTimeout as exc:
+        raise StoreBootError(str(exc)) from None
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+
+
+def redact(spec: str) -> str:
+    """The spec with any password in a URL or `password=`/`secret=`/`token=` option replaced."""
+    spec = re.sub(r"(://[^:/@]+:)[^@]*@", r"\1***@", spec)
+    return re.sub(r"((?:password|secret|token)=)[^&]*", r"\1***", spec, flags=re.I)
+
+
+# -- schemes -------------------------------------------------------------------------------
+
+def _memory(rest: str, options: dict[str, str]) -> StoreTarget:
+    from soak.stores.memory import open_memory
+
+    if rest:
+        raise StoreSpecError(f"memory: takes no location, got 'memory:{rest}'; use 'memory:'")
+    return StoreTarget("memory:", open_memory, options, single_process=True, description="in-process reference store")
+
+
+def _sqlite(rest: str, options: dict[str, str]) -> StoreTarget:
+    from soak.stores.sqlite import open_sqlite
+
+    opts = dict(options)
+    if rest:
+        if not rest.startswith("///"):
+            raise StoreSpecError(
+                f"sqlite spec 'sqlite:{rest}' is malformed; use 'sqlite:' or 'sqlite:///abs/path.db'"
+            )
+        opts["path"] = rest[2:]
+    allowed = {"path", "busy_timeout_ms", "boot_timeout_ms", "synchronous"}
+    unknown = sorted(set(opts) - allowed)
+    if unknown:
+        raise StoreSpecError(f"sqlite: has no option {unknown[0]!r}; options are {', '.join(sorted(allowed))}")
+    return StoreTarget("sqlite:" + rest, open_sqlite, opts, description="embedded SQLite reference store")
+
+
+def _not_built(name: str) -> Callable[[str, dict[str, str]], StoreTarget]:
+    def scheme(rest: str, options: dict[str, str]) -> StoreTarget:
+        raise StoreSpecError(
+            f"the {name} store is not part of this soak version yet; use sqlite: or a package.module:callable store"
+        )
+
+    return scheme
+
+
+#: scheme -> builder(rest_after_colon, options) -> StoreTarget
+SCHEMES: dict[str, Callable[[str, dict[str, str]], StoreTarget]] = {
+    "memory": _memory,
+    "sqlite": _sqlite,
+    "postgresql": _not_built("postgresql"),
+    "postgres": _not_built("postgresql"),
+    "redis": _not_built("redis"),
+}
+
+
+def register_scheme(name: str, builder: Callable[[str, dict[str, str]], StoreTarget]) -> None:
+    """Add a scheme (used by the mutant catalogue and the networked stores)."""
+    SCHEMES[name] = builder
+
+
+_IDENT = r"[A-Za-z_][A-Za-z0-9_]*"
+_CALLABLE_SPEC = re.compile(rf"^({_IDENT}(?:\.{_IDENT})*):({_IDENT}(?:\.{_IDENT})*)$")
+
+
+def _split_options(spec: str) -> tuple[str, dict[str, str]]:
+    head, sep, query = spec.partition("?")
+    if not sep:
+        return head, {}
+    pairs = parse_qsl(query, keep_blank_values=True, strict_parsing=False)
+    if not pairs and query:
+        raise StoreSpecError(f"store options {query!r} are malformed; write them as ?key=value&key2=value2")
+    for key, _ in pairs:
+        if not key.isidentifier():
+            raise StoreSpecError(f"store option name {key!r} is not an identifier; write ?key=value")
+    return head, dict(pairs)
+
+
+def _callable_target(spec: str, module_name: str, attr: str, options: dict[str, str]) -> StoreTarget:
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise StoreSpecError(
+            f"cannot import module {module_name!r} named by store spec {spec!r} ({_one_line(exc)}); "
+            "install the package or fix the spec"
+        ) from exc
+    except Exception as exc:
+        raise StoreSpecError(
+            f"importing module {module_name!r} for store spec {spec!r} raised {type(exc).__name__}: "
+            f"{_one_line(exc)}; fix the module"
+        ) from exc
+    obj: Any = module
+    for part in attr.split("."):
+        if not hasattr(obj, part):
+            raise StoreSpecError(f"module {module_name!r} has no attribute {attr!r}; fix the spec {spec!r}")
+        obj = getattr(obj, part)
+    if not callable(obj):
+        raise StoreSpecError(f"{module_name}:{attr} is a {type(obj).__name__}, not a callable store factory")
+    return StoreTarget(spec, obj, options, description=f"{module_name}:{attr}")
+
+
+def _entry_point_target(name: str, options: dict[str, str]) -> StoreTarget | None:
+    for ep in entry_points(group="soak.stores"):
+        if ep.name == name:
+            try:
+                factory = ep.load()
+            except Exception as exc:
+                raise StoreSpecError(
+                    f"store entry point {name!r} ({ep.value}) failed to load: {type(exc).__name__}: {_one_line(exc)}"
+                ) from exc
+            return StoreTarget(name, factory, options, description=f"entry point {ep.value}")
+    return None
+
+
+def resolve(spec: str | Callable[..., FencedRunStore]) -> StoreTarget:
+    """Resolve a store spec string (or a factory callable) to a `StoreTarget`."""
+    if callable(spec):
+        name = getattr(spec, "__qualname__", type(spec).__name__)
+        return StoreTarget(f"{getattr(spec, '__module__', '?')}:{name}", spec, {}, description="factory object")
+    if not isinstance(spec, str) or not spec.strip():
+        raise StoreSpecError("store spec is empty; use e.g. sqlite:, memory: or package.module:callable")
+    spec = spec.strip()
+    head, options = _split_options(spec)
+    scheme, colon, rest = head.partition(":")
+    if colon and scheme in SCHEMES:
+        return SCHEMES[scheme](rest, options)
+    match = _CALLABLE_SPEC.match(head)
+    if match:
+        return _callable_target(spec, match.group(1), match.group(2), options)
+    if not colon:
+        target = _entry_point_target(head, options)
+        if target is not None:
+            return target
+        raise StoreSpecError(
+            f"no store named {head!r} (no such entry point in group soak.stores); "
+            f"use one of {', '.join(s + ':' for s in sorted(SCHEMES))} or package.module:callable"
+        )
+    raise StoreSpecError(
+        f"unknown store scheme {scheme + ':'!r} in {spec!r}; use one of "
+        f"{', '.join(s + ':' for s in sorted(SCHEMES))} or package.module:callable"
+    )

@@ -127,6 +127,15 @@ def _sqlite(rest: str, options: dict[str, str]) -> StoreTarget:
     return StoreTarget("sqlite:" + rest, open_sqlite, opts, description="embedded SQLite reference store")
 
 
+def _mutant(rest: str, options: dict[str, str]) -> StoreTarget:
+    from soak.stores.mutants import MUTANTS, open_mutant
+
+    if rest not in MUTANTS:
+        raise StoreSpecError(f"no mutant named {rest!r}; mutants are {', '.join(sorted(MUTANTS))}")
+    return StoreTarget(f"mutant:{rest}", open_mutant, {**options, "mutant": rest},
+                       description=f"mutant: {MUTANTS[rest].summary} (breaks {MUTANTS[rest].clause})")
+
+
 def _not_built(name: str) -> Callable[[str, dict[str, str]], StoreTarget]:
     def scheme(rest: str, options: dict[str, str]) -> StoreTarget:
         raise StoreSpecError(
@@ -140,6 +149,7 @@ def _not_built(name: str) -> Callable[[str, dict[str, str]], StoreTarget]:
 SCHEMES: dict[str, Callable[[str, dict[str, str]], StoreTarget]] = {
     "memory": _memory,
     "sqlite": _sqlite,
+    "mutant": _mutant,
     "postgresql": _not_built("postgresql"),
     "postgres": _not_built("postgresql"),
     "redis": _not_built("redis"),

@@ -82,11 +82,11 @@ class _SqliteBlobs:
     def put(self, ref: str, blob: bytes, lease: Lease | None = None) -> None:
         run_id = ref_run(ref)
         with self._store._fenced(run_id, lease) as conn:
+            pin, args = self._store._guard(lease)
             cur = conn.execute(
-                "INSERT INTO blobs (ref, run_id, data) SELECT ?, ?, ? WHERE "
-                + ("1" if lease is None else _PIN)
+                "INSERT INTO blobs (ref, run_id, data) SELECT ?, ?, ? WHERE " + pin
                 + " ON CONFLICT (ref) DO UPDATE SET data = excluded.data",
-                (ref, run_id, bytes(blob), *(() if lease is None else _pin_args(lease))),
+                (ref, run_id, bytes(blob), *args),
             )
             self._store._pinned(cur, run_id, lease)
 
@@ -101,16 +101,15 @@ class _SqliteBlobs:
     def delete(self, ref: str, lease: Lease | None = None) -> None:
         run_id = ref_run(ref)
         with self._store._fenced(run_id, lease) as conn:
-            conn.execute(
-                "DELETE FROM blobs WHERE ref = ? AND " + ("1" if lease is None else _PIN),
-                (ref, *(() if lease is None else _pin_args(lease))),
-            )
+            pin, args = self._store._guard(lease)
+            conn.execute("DELETE FROM blobs WHERE ref = ? AND " + pin, (ref, *args))
 
 
 class SqliteStore:
     """The fenced run store over one SQLite file, safe across processes."""
 
     fenced_writes = True
+    _APPEND_SQL = "INSERT INTO journal (run_id, seq, payload) SELECT ?, ?, ? WHERE "
 
     def __init__(
         self,
@@ -235,9 +234,18 @@ class SqliteStore:
             yield conn
 
     @staticmethod
+    def _guard(lease: Lease | None) -> tuple[str, tuple]:
+        """The fence pinned into a mutation's own statement (always true without a lease)."""
+        return ("1", ()) if lease is None else (_PIN, _pin_args(lease))
+
+    @staticmethod
     def _pinned(cur: sqlite3.Cursor, run_id: str, lease: Lease | None) -> None:
         if lease is not None and cur.rowcount != 1:
             raise LeaseHeldError(run_id, None, f"lease {lease} lost its tenure inside the transaction")
+
+    def _ttl_s(self) -> float:
+        """How long a grant or renewal lasts on the store's clock."""
+        return self.lease_ttl_ms / 1000.0
 
     # -- leases -----------------------------------------------------------------------------
 
@@ -253,7 +261,7 @@ class SqliteStore:
                 "INSERT INTO leases (run_id, owner, epoch, expires_at, released) VALUES (?, ?, ?, ?, 0)"
                 " ON CONFLICT (run_id) DO UPDATE SET owner = excluded.owner, epoch = excluded.epoch,"
                 " expires_at = excluded.expires_at, released = 0",
-                (run_id, owner, epoch, now + self.lease_ttl_ms / 1000.0),
+                (run_id, owner, epoch, now + self._ttl_s()),
             )
             return Lease(run_id, owner, epoch)
 
@@ -263,7 +271,7 @@ class SqliteStore:
             self._check(conn, lease.run_id, lease, now)
             cur = conn.execute(
                 "UPDATE leases SET expires_at = ? WHERE run_id = ? AND owner = ? AND epoch = ? AND released = 0",
-                (now + self.lease_ttl_ms / 1000.0, *_pin_args(lease)),
+                (now + self._ttl_s(), *_pin_args(lease)),
             )
             self._pinned(cur, lease.run_id, lease)
             return lease
@@ -283,15 +291,19 @@ class SqliteStore:
 
     def append(self, run_id: str, entry: JournalEntry, lease: Lease | None = None) -> None:
         with self._fenced(run_id, lease) as conn:
-            tail = conn.execute("SELECT MAX(seq) FROM journal WHERE run_id = ?", (run_id,)).fetchone()[0] or 0
-            if entry.seq <= tail:
-                raise JournalOrderError(f"append seq {entry.seq} to run {run_id!r} is not above the tail {tail}")
+            self._order_guard(conn, run_id, entry)
+            pin, args = self._guard(lease)
             cur = conn.execute(
-                "INSERT INTO journal (run_id, seq, payload) SELECT ?, ?, ? WHERE "
-                + ("1" if lease is None else _PIN),
-                (run_id, entry.seq, bytes(entry.payload), *(() if lease is None else _pin_args(lease))),
+                self._APPEND_SQL + pin,
+                (run_id, entry.seq, bytes(entry.payload), *args),
             )
             self._pinned(cur, run_id, lease)
+
+    @staticmethod
+    def _order_guard(conn: sqlite3.Connection, run_id: str, entry: JournalEntry) -> None:
+        tail = conn.execute("SELECT MAX(seq) FROM journal WHERE run_id = ?", (run_id,)).fetchone()[0] or 0
+        if entry.seq <= tail:
+            raise JournalOrderError(f"append seq {entry.seq} to run {run_id!r} is not above the tail {tail}")
 
     def load(self, run_id: str) -> list[JournalEntry]:
         rows = self._read("SELECT seq, payload FROM journal WHERE run_id = ? ORDER BY seq", (run_id,))
@@ -301,13 +313,12 @@ class SqliteStore:
         if meta.status not in RUN_STATUSES:
             raise ValueError(f"RunMeta.status {meta.status!r} is not one of {RUN_STATUSES}")
         with self._fenced(meta.run_id, lease) as conn:
+            pin, args = self._guard(lease)
             cur = conn.execute(
-                "INSERT INTO meta (run_id, status, segments, payload) SELECT ?, ?, ?, ? WHERE "
-                + ("1" if lease is None else _PIN)
+                "INSERT INTO meta (run_id, status, segments, payload) SELECT ?, ?, ?, ? WHERE " + pin
                 + " ON CONFLICT (run_id) DO UPDATE SET status = excluded.status,"
                 " segments = excluded.segments, payload = excluded.payload",
-                (meta.run_id, meta.status, meta.segments, bytes(meta.payload),
-                 *(() if lease is None else _pin_args(lease))),
+                (meta.run_id, meta.status, meta.segments, bytes(meta.payload), *args),
             )
             self._pinned(cur, meta.run_id, lease)
 
@@ -321,8 +332,7 @@ class SqliteStore:
 
     def delete(self, run_id: str, lease: Lease | None = None) -> None:
         with self._fenced(run_id, lease) as conn:
-            pin = "1" if lease is None else _PIN
-            args = () if lease is None else _pin_args(lease)
+            pin, args = self._guard(lease)
             conn.execute("DELETE FROM journal WHERE run_id = ? AND " + pin, (run_id, *args))
             conn.execute("DELETE FROM meta WHERE run_id = ? AND " + pin, (run_id, *args))
 

@@ -1,0 +1,266 @@
+"""The mutant catalogue: SQLite stores that each break exactly one clause of the contract.
+
+Each mutant is the reference `SqliteStore` with one thing changed, selectable as
+`mutant:NAME`. They exist to prove that soak catches every defect class (`soak selftest`),
+so each names the clause it breaks. Nothing here is fit to store data.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+from soak.spi import JournalEntry, Lease, LeaseHeldError, RunMeta
+from soak.stores.sqlite import SqliteStore, _SqliteBlobs
+
+__all__ = ["MUTANTS", "Mutant", "open_mutant"]
+
+
+class _UnleasedBlobs(_SqliteBlobs):
+    """Blob puts or deletes that drop the lease before reaching the fence."""
+
+    drop_put = False
+    drop_delete = False
+
+    def put(self, ref: str, blob: bytes, lease: Lease | None = None) -> None:
+        super().put(ref, blob, None if self.drop_put else lease)
+
+    def delete(self, ref: str, lease: Lease | None = None) -> None:
+        super().delete(ref, None if self.drop_delete else lease)
+
+
+class UnfencedAppend(SqliteStore):
+    def append(self, run_id: str, entry: JournalEntry, lease: Lease | None = None) -> None:
+        super().append(run_id, entry, None)
+
+
+class UnfencedMeta(SqliteStore):
+    def put_meta(self, meta: RunMeta, lease: Lease | None = None) -> None:
+        super().put_meta(meta, None)
+
+
+class UnfencedDelete(SqliteStore):
+    def delete(self, run_id: str, lease: Lease | None = None) -> None:
+        super().delete(run_id, None)
+
+
+class UnfencedBlobPut(SqliteStore):
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.transcripts = _UnleasedBlobs(self)
+        self.transcripts.drop_put = True
+
+
+class UnfencedBlobDelete(SqliteStore):
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.transcripts = _UnleasedBlobs(self)
+        self.transcripts.drop_delete = True
+
+
+class SplitFence(SqliteStore):
+    """F3: the fence is checked in one transaction and the mutation commits in the next."""
+
+    @contextmanager
+    def _fenced(self, run_id: str, lease: Lease | None) -> Iterator[sqlite3.Connection]:
+        if lease is not None:
+            with self._tx() as conn:
+                self._check(conn, run_id, lease, self._clock())
+        with self._tx() as conn:
+            yield conn
+
+    @staticmethod
+    def _guard(lease: Lease | None) -> tuple[str, tuple]:
+        return ("1", ())
+
+
+class StaleReleaseKillsSuccessor(SqliteStore):
+    """A release that ends whatever tenure is current, not only its own."""
+
+    def release(self, lease: Lease) -> None:
+        with self._tx() as conn:
+            conn.execute("UPDATE leases SET released = 1 WHERE run_id = ?", (lease.run_id,))
+
+
+class StaleRenewExtendsSuccessor(SqliteStore):
+    """A renew that extends whatever tenure is current, not only its own."""
+
+    def renew(self, lease: Lease) -> Lease:
+        with self._tx() as conn:
+            conn.execute(
+                "UPDATE leases SET expires_at = ? WHERE run_id = ?", (self._clock() + self._ttl_s(), lease.run_id)
+            )
+        return lease
+
+
+class EpochResetOnRelease(SqliteStore):
+    """A release that forgets the epoch high-water mark."""
+
+    def release(self, lease: Lease) -> None:
+        super().release(lease)
+        with self._tx() as conn:
+            conn.execute("DELETE FROM leases WHERE run_id = ? AND released = 1", (lease.run_id,))
+
+
+class EpochResetOnDelete(SqliteStore):
+    """A run deletion that also deletes the lease row (and so the epoch high-water mark)."""
+
+    def delete(self, run_id: str, lease: Lease | None = None) -> None:
+        super().delete(run_id, lease)
+        with self._tx() as conn:
+            conn.execute("DELETE FROM leases WHERE run_id = ?", (run_id,))
+
+
+class NoRunMatch(SqliteStore):
+    """The fence checks the lease against its own run, not the run it is used on."""
+
+    def _check(self, conn, run_id, lease, now, *, allow_expired: bool = False):
+        super()._check(conn, lease.run_id, lease, now, allow_expired=allow_expired)
+
+
+class AcquireWhileLive(SqliteStore):
+    """Acquire grants a new tenure even while another is live."""
+
+    def _holder(self, run_id, row, now):
+        return None
+
+
+class BootRace(SqliteStore):
+    """Bootstrap with no busy timeout, the journal mode switched first, and no retry."""
+
+    def _boot(self, boot_timeout_ms: int) -> sqlite3.Connection:
+        conn = sqlite3.connect(self.path, timeout=0, isolation_level=None, check_same_thread=False)
+        conn.execute("PRAGMA journal_mode = WAL")
+        for stmt in self._schema():
+            conn.execute(stmt)
+        conn.execute(f"PRAGMA busy_timeout = {self.busy_timeout_ms}")
+        return conn
+
+    @staticmethod
+    def _schema():
+        from soak.stores.sqlite import _SCHEMA
+
+        return _SCHEMA
+
+
+class DroppedAppend(SqliteStore):
+    """An append that reports success but writes nothing when it had to wait for the lock."""
+
+    _contended = False
+    _appending = False
+
+    @contextmanager
+    def _tx(self) -> Iterator[sqlite3.Connection]:
+        start = time.monotonic()
+        with super()._tx() as conn:
+            self._contended = time.monotonic() - start > 0.001
+            yield conn
+
+    def append(self, run_id: str, entry: JournalEntry, lease: Lease | None = None) -> None:
+        self._appending = True
+        try:
+            super().append(run_id, entry, lease)
+        finally:
+            self._appending = False
+
+    def _guard(self, lease: Lease | None) -> tuple[str, tuple]:
+        if self._appending and self._contended:
+            return ("0", ())
+        return SqliteStore._guard(lease)
+
+    def _pinned(self, cur, run_id, lease) -> None:
+        if not (self._appending and self._contended):
+            SqliteStore._pinned(cur, run_id, lease)
+
+
+class NoOrderGuard(SqliteStore):
+    """No seq check: an append at or below the tail overwrites (an upsert where an insert belongs)."""
+
+    _APPEND_SQL = "INSERT OR REPLACE INTO journal (run_id, seq, payload) SELECT ?, ?, ? WHERE "
+
+    @staticmethod
+    def _order_guard(conn, run_id, entry) -> None:
+        return None
+
+
+class UntypedRefusal(SqliteStore):
+    """The fence refuses with a plain RuntimeError instead of LeaseHeldError."""
+
+    def _check(self, conn, run_id, lease, now, *, allow_expired: bool = False):
+        try:
+            super()._check(conn, run_id, lease, now, allow_expired=allow_expired)
+        except LeaseHeldError as exc:
+            raise RuntimeError(f"lease check failed: {exc}") from None
+
+
+class _TranscodingBlobs(_SqliteBlobs):
+    def put(self, ref: str, blob: bytes, lease: Lease | None = None) -> None:
+        super().put(ref, bytes(blob).decode("utf-8", "replace").encode("utf-8"), lease)
+
+
+class AlteredBlob(SqliteStore):
+    """Blobs round-trip through UTF-8 text, so binary payloads come back altered."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.transcripts = _TranscodingBlobs(self)
+
+
+class ShortTtl(SqliteStore):
+    """Tenures expire after a third of the advertised ttl."""
+
+    def _ttl_s(self) -> float:
+        return self.lease_ttl_ms / 3000.0
+
+
+class LongTtl(SqliteStore):
+    """Tenures last four times the advertised ttl, so takeovers come late."""
+
+    def _ttl_s(self) -> float:
+        return self.lease_ttl_ms * 4 / 1000.0
+
+
+@dataclass(frozen=True)
+class Mutant:
+    name: str
+    store: type[SqliteStore]
+    clause: str
+    summary: str
+
+
+MUTANTS: dict[str, Mutant] = {
+    m.name: m
+    for m in (
+        Mutant("unfenced-append", UnfencedAppend, "stale-rejected", "append ignores the lease"),
+        Mutant("unfenced-meta", UnfencedMeta, "stale-rejected", "put_meta ignores the lease (seed F1)"),
+        Mutant("unfenced-blob-put", UnfencedBlobPut, "stale-rejected", "blob put ignores the lease (seed F2)"),
+        Mutant("unfenced-blob-delete", UnfencedBlobDelete, "stale-rejected", "blob delete ignores the lease"),
+        Mutant("unfenced-delete", UnfencedDelete, "stale-rejected", "run delete ignores the lease (seed F4)"),
+        Mutant("split-fence", SplitFence, "atomic-fence", "fence checked in one transaction, mutation in the next (seed F3)"),
+        Mutant("stale-release", StaleReleaseKillsSuccessor, "stale-lease-ops", "a stale release ends the successor's tenure"),
+        Mutant("stale-renew", StaleRenewExtendsSuccessor, "stale-lease-ops", "a stale renew extends the successor's tenure"),
+        Mutant("epoch-reset-release", EpochResetOnRelease, "epoch-monotonic", "release forgets the epoch high-water"),
+        Mutant("epoch-reset-delete", EpochResetOnDelete, "epoch-monotonic", "delete forgets the epoch high-water"),
+        Mutant("no-run-match", NoRunMatch, "run-match", "a lease for one run is accepted on another"),
+        Mutant("acquire-while-live", AcquireWhileLive, "lease-exclusive", "acquire granted while a live lease exists"),
+        Mutant("boot-race", BootRace, "concurrent-boot", "bootstrap dies when processes open a fresh file at once"),
+        Mutant("dropped-append", DroppedAppend, "journal-a1", "an append reports success but is dropped under contention"),
+        Mutant("no-order-guard", NoOrderGuard, "journal-a5", "no seq check: an append at or below the tail overwrites"),
+        Mutant("untyped-refusal", UntypedRefusal, "typed-refusal", "the fence refuses with RuntimeError"),
+        Mutant("altered-blob", AlteredBlob, "journal-a4", "blob bytes are transcoded through UTF-8"),
+        Mutant("short-ttl", ShortTtl, "live-accepted", "tenures expire at a third of the ttl"),
+        Mutant("long-ttl", LongTtl, "ttl-honoured", "tenures last four times the ttl"),
+    )
+}
+
+
+def open_mutant(location: str, *, lease_ttl_ms: int, mutant: str, path: str | None = None,
+                busy_timeout_ms: str | int = 5000, clock=None) -> SqliteStore:
+    """Factory for `mutant:NAME`: the named mutant over `store.db` in the location."""
+    cls = MUTANTS[mutant].store
+    return cls(path or os.path.join(location, "store.db"), lease_ttl_ms,
+               busy_timeout_ms=int(busy_timeout_ms), clock=clock or time.time)

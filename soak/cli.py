@@ -24,6 +24,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "conformance": ("soak.conformance", "single-process contract checks, one per clause"),
     "boot": ("soak.storm.boot", "open one fresh store location from many processes at once"),
     "model": ("soak.model", "run the Hypothesis state machine against a store"),
+    "report": ("soak.report", "rebuild report.html, plots and junit.xml of a stored run"),
 }
 
 

@@ -1,0 +1,146 @@
+"""Reports people read: `report.html` (self-contained), PNG plots and `junit.xml` in the run dir.
+
+`build_report(run_dir)` rebuilds all of them from a stored run; `soak report RUN_DIR` is its
+command. Every string that came from a store or an error message is HTML-escaped.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import os
+from pathlib import Path
+from typing import Any
+
+from soak.clauses import clause_title
+from soak.report.data import RunData, load_run_data
+from soak.report.junit import junit_xml
+from soak.report.plots import activity_png, latency_png, latency_table, timeline_png, workers_png
+
+__all__ = ["build_report", "configure_parser", "run_cli"]
+
+_CSS = """
+body{font-family:system-ui,sans-serif;margin:2em;max-width:1300px;color:#222}
+h1{margin-bottom:.2em} .pass{color:#176d2c} .fail{color:#b00020} .inconclusive{color:#a66300}
+table{border-collapse:collapse;margin:.5em 0 1.5em} td,th{border:1px solid #ccc;padding:3px 8px;font-size:13px}
+th{background:#f3f3f3;text-align:left} code{background:#f6f6f6;padding:1px 3px}
+.violation{border-left:4px solid #b00020;padding:.3em .8em;margin:.6em 0;background:#fff5f6}
+img{max-width:100%;border:1px solid #eee;margin:.4em 0}
+"""
+
+
+def _esc(value: Any) -> str:
+    return html.escape(str(value), quote=True)
+
+
+def _img(png: bytes, alt: str) -> str:
+    return f'<img alt="{_esc(alt)}" src="data:image/png;base64,{base64.b64encode(png).decode()}">'
+
+
+def _table(rows: list[dict[str, Any]], columns: list[str]) -> str:
+    head = "".join(f"<th>{_esc(c)}</th>" for c in columns)
+    body = "".join(
+        "<tr>" + "".join(
+            f"<td>{_esc(f'{r[c]:.1f}' if isinstance(r.get(c), float) else r.get(c, ''))}</td>" for c in columns
+        ) + "</tr>"
+        for r in rows
+    )
+    return f"<table><tr>{head}</tr>{body}</table>"
+
+
+def _violations_html(verdict: dict[str, Any]) -> str:
+    parts = []
+    for i, v in enumerate(verdict.get("violations", [])[:200]):
+        clause = v.get("clause", "?")
+        evidence = v.get("evidence", [])
+        ev_rows = [{k: e.get(k) for k in ("process", "index", "f", "run", "epoch", "counter", "outcome", "tag")}
+                   for e in evidence[:20]]
+        parts.append(
+            f'<div class="violation" id="v{i}"><b>{_esc(clause)}</b> — {_esc(clause_title(clause))}<br>'
+            f"{_esc(v.get('statement', ''))}"
+            + (_table(ev_rows, ["process", "index", "f", "run", "epoch", "counter", "outcome", "tag"]) if ev_rows else "")
+            + "</div>"
+        )
+    more = len(verdict.get("violations", [])) - 200
+    if more > 0:
+        parts.append(f"<p>… and {more} more in verdict.json</p>")
+    return "".join(parts)
+
+
+def render_html(data: RunData, images: dict[str, bytes]) -> str:
+    info = data.info
+    verdict = data.verdict or {"result": "inconclusive", "violations": [], "reasons": ["no verdict.json in the run"]}
+    result = verdict.get("result", "inconclusive")
+    n_viol = len(verdict.get("violations", []))
+    if result == "pass":
+        summary = "No violations observed: every clause the storm exercised held and the quorum was met."
+    elif result == "fail":
+        summary = f"{n_viol} violation(s) of the contract were observed; each names the clause and the operations."
+    else:
+        summary = "Inconclusive: " + "; ".join(str(r) for r in verdict.get("reasons", [])) or "no reason recorded"
+    quorum_rows = [
+        {"item": k, "target": info.quorum_target[k], "reached": info.quorum_reached.get(k, 0)}
+        for k in sorted(info.quorum_target)
+    ]
+    counts = data.surface_counts()
+    surface_rows = [{"surface": s, "ok": c["ok"], "refused": c["fail"], "unknown": c["info"]}
+                    for s, c in sorted(counts.items())]
+    duration = max(info.ended_ns - info.started_ns, 0) / 1e9
+    return f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><title>soak report: {_esc(result)}</title>
+<style>{_CSS}</style></head><body>
+<h1>Verdict: <span class="{_esc(result)}">{_esc(result.upper())}</span></h1>
+<p>{_esc(summary)}</p>
+<table>
+<tr><th>store</th><td><code>{_esc(info.store)}</code></td><th>workload</th><td>{_esc(info.workload)}</td></tr>
+<tr><th>seed</th><td>{_esc(info.seed)}</td><th>lease ttl</th><td>{_esc(info.lease_ttl_ms)} ms</td></tr>
+<tr><th>workers</th><td>{_esc(info.workers)}</td><th>storm ended</th><td>{_esc(info.status)} after {duration:.1f} s</td></tr>
+<tr><th>soak</th><td>{_esc(info.soak_version)}</td><th>run directory</th><td><code>{_esc(data.run_dir.name)}</code></td></tr>
+</table>
+<h2>Violations</h2>
+{_violations_html(verdict) or "<p>None.</p>"}
+<h2>Timeline</h2>
+{_img(images["timeline"], "timeline of tenures per worker")}
+<h2>Activity</h2>
+{_img(images["activity"], "activity rate per surface")}
+{_table(surface_rows, ["surface", "ok", "refused", "unknown"])}
+<h2>Latency</h2>
+{_img(images["latency"], "latency percentiles per surface")}
+{_table(latency_table(data), ["surface", "n", "p50", "p90", "p99", "max"])}
+<h2>Quorum</h2>
+{_table(quorum_rows, ["item", "target", "reached"]) if quorum_rows else "<p>No quorum recorded.</p>"}
+<h2>Workers</h2>
+{_img(images["workers"], "per-worker progress")}
+{_table(data.per_worker(), ["process", "ok", "fail", "info", "worst_ms"])}
+<h2>Environment</h2>
+{_table([{"key": k, "value": v} for k, v in sorted(info.environment.items())], ["key", "value"])}
+</body></html>
+"""
+
+
+def build_report(run_dir: str | os.PathLike[str]) -> Path:
+    """Write report.html, the PNG plots and junit.xml into `run_dir`; return the HTML path."""
+    data = load_run_data(run_dir)
+    images = {
+        "timeline": timeline_png(data),
+        "activity": activity_png(data),
+        "latency": latency_png(data),
+        "workers": workers_png(data),
+    }
+    run_dir = Path(run_dir)
+    for name, png in images.items():
+        (run_dir / f"{name}.png").write_bytes(png)
+    (run_dir / "junit.xml").write_bytes(junit_xml(data.info, data.verdict))
+    out = run_dir / "report.html"
+    out.write_text(render_html(data, images), encoding="utf-8")
+    return out
+
+
+def configure_parser(parser) -> None:
+    parser.add_argument("run_dir", metavar="RUN_DIR", help="a run directory written by `soak storm`")
+
+
+def run_cli(args) -> int:
+    path = build_report(args.run_dir)
+    print(path)
+    return 0

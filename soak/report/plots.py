@@ -1,0 +1,153 @@
+"""The report's images (matplotlib, Agg backend): each function returns PNG bytes."""
+
+from __future__ import annotations
+
+import io
+from collections import defaultdict
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.patches import Patch  # noqa: E402
+
+from soak.report.data import RunData  # noqa: E402
+
+__all__ = ["activity_png", "latency_png", "timeline_png", "workers_png", "violation_times"]
+
+_SURFACES = ("append", "put_meta", "blob_put", "blob_delete", "delete", "acquire", "renew", "release")
+
+
+def _png(fig) -> bytes:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=110, bbox_inches="tight")
+    plt.close(fig)
+    return buf.getvalue()
+
+
+def violation_times(data: RunData) -> list[tuple[float, str]]:
+    """(seconds, clause) for every piece of violation evidence with a time."""
+    out: list[tuple[float, str]] = []
+    for v in (data.verdict or {}).get("violations", []):
+        for ev in v.get("evidence", []):
+            ns = ev.get("invoke_ns") or ev.get("complete_ns")
+            if ns:
+                out.append((data.seconds(int(ns)), v.get("clause", "?")))
+    return out
+
+
+def timeline_png(data: RunData) -> bytes:
+    """Tenures per worker (coloured by run), stalls, pauses, kills, stale probes, violations."""
+    rows = {p: i for i, p in enumerate(data.processes)}
+    runs = sorted({t.run for t in data.tenures})
+    cmap = plt.get_cmap("tab10")
+    colour = {r: cmap(i % 10) for i, r in enumerate(runs)}
+    height = max(3.0, 0.32 * len(rows) + 1.5)
+    fig, ax = plt.subplots(figsize=(12, height))
+    for t in data.tenures:
+        if t.process not in rows:
+            continue
+        x0, x1 = data.seconds(t.start_ns), data.seconds(t.end_ns)
+        ax.barh(rows[t.process], max(x1 - x0, 0.002), left=x0, height=0.6, color=colour[t.run],
+                hatch="//" if t.ended == "superseded" else None, edgecolor="black", linewidth=0.2)
+    pause_start: dict[str, float] = {}
+    for e in data.events:
+        target = e.value.get("target") or e.process
+        y = rows.get(target)
+        x = data.seconds(e.time)
+        if e.kind == "stall" and y is not None:
+            ax.barh(y, e.value.get("ms", 0) / 1000.0, left=x, height=0.25, color="orange", alpha=0.8)
+        elif e.kind == "pause":
+            pause_start[target] = x
+        elif e.kind == "resume" and target in pause_start and y is not None:
+            x0 = pause_start.pop(target)
+            ax.barh(y, x - x0, left=x0, height=0.9, color="grey", alpha=0.35)
+        elif e.kind in ("kill", "timeout-kill") and y is not None:
+            ax.plot([x], [y], marker="X", color="red", markersize=9)
+    stale_ok, stale_refused = defaultdict(list), defaultdict(list)
+    for op in data.ops:
+        if op.intent in ("stale", "cross") and op.process in rows:
+            bucket = stale_ok if op.outcome == "ok" else stale_refused
+            bucket[op.process].append(data.seconds(op.invoke_ns))
+    for proc, xs in stale_refused.items():
+        ax.plot(xs, [rows[proc]] * len(xs), linestyle="none", marker="|", color="green", markersize=7)
+    for proc, xs in stale_ok.items():
+        ax.plot(xs, [rows[proc]] * len(xs), linestyle="none", marker="*", color="red", markersize=11)
+    for x, clause in violation_times(data)[:50]:
+        ax.axvline(x, color="red", linewidth=0.8, alpha=0.7)
+    ax.set_yticks(range(len(rows)), list(rows))
+    ax.invert_yaxis()
+    ax.set_xlabel("seconds since the first operation")
+    ax.set_title("Tenures per worker (hatched: superseded), stalls (orange), pauses (grey), kills (X), "
+                 "stale probes (| refused, * accepted), violations (red lines)", fontsize=9)
+    handles = [Patch(color=colour[r], label=r) for r in runs[:10]]
+    if handles:
+        ax.legend(handles=handles, title="run", loc="upper right", fontsize=7)
+    return _png(fig)
+
+
+def activity_png(data: RunData, bins: int = 60) -> bytes:
+    """Accepted operations per second over time, per surface."""
+    span = max(data.seconds(data.t1), 1e-3)
+    width = span / bins
+    series: dict[str, list[int]] = {s: [0] * bins for s in _SURFACES}
+    for op in data.ops:
+        if op.outcome == "ok" and op.f in series and op.complete_ns is not None:
+            i = min(int(data.seconds(op.complete_ns) / width), bins - 1)
+            series[op.f][max(i, 0)] += 1
+    fig, ax = plt.subplots(figsize=(12, 3.6))
+    xs = [(i + 0.5) * width for i in range(bins)]
+    for surface, counts in series.items():
+        if any(counts):
+            ax.plot(xs, [c / width for c in counts], label=surface, linewidth=1)
+    ax.set_xlabel("seconds")
+    ax.set_ylabel("accepted / s")
+    ax.set_title("Accepted operations per second, per surface")
+    ax.legend(fontsize=7, ncol=4)
+    return _png(fig)
+
+
+def _percentile(sorted_values: list[float], q: float) -> float:
+    if not sorted_values:
+        return 0.0
+    i = min(int(q * (len(sorted_values) - 1) + 0.5), len(sorted_values) - 1)
+    return sorted_values[i]
+
+
+def latency_table(data: RunData) -> list[dict[str, float | str | int]]:
+    rows = []
+    for surface, values in sorted(data.latencies_ms().items()):
+        values.sort()
+        rows.append({"surface": surface, "n": len(values), "p50": _percentile(values, 0.5),
+                     "p90": _percentile(values, 0.9), "p99": _percentile(values, 0.99), "max": values[-1]})
+    return rows
+
+
+def latency_png(data: RunData) -> bytes:
+    rows = latency_table(data)
+    fig, ax = plt.subplots(figsize=(12, 3.6))
+    names = [r["surface"] for r in rows]
+    xs = range(len(rows))
+    for k, (q, alpha) in enumerate((("p50", 1.0), ("p90", 0.7), ("p99", 0.45))):
+        ax.bar([x + (k - 1) * 0.27 for x in xs], [r[q] for r in rows], width=0.27, alpha=alpha, label=q)
+    ax.set_xticks(list(xs), names, fontsize=8)
+    ax.set_ylabel("ms")
+    ax.set_yscale("log")
+    ax.set_title("Latency percentiles per surface (completed calls)")
+    ax.legend(fontsize=7)
+    return _png(fig)
+
+
+def workers_png(data: RunData) -> bytes:
+    rows = data.per_worker()
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(12, max(2.5, 0.25 * len(rows) + 1)))
+    names = [r["process"] for r in rows]
+    a1.barh(names, [r["ok"] for r in rows], color="tab:green", label="ok")
+    a1.barh(names, [r["fail"] for r in rows], left=[r["ok"] for r in rows], color="tab:orange", label="refused")
+    a1.invert_yaxis()
+    a1.set_title("Operations per worker")
+    a1.legend(fontsize=7)
+    a2.barh(names, [r["worst_ms"] for r in rows], color="tab:red")
+    a2.invert_yaxis()
+    a2.set_title("Worst wait per worker (ms)")
+    return _png(fig)

@@ -1,0 +1,315 @@
+"""Storm scenarios: every knob of one storm, loaded from TOML presets and overridden from the CLI.
+
+A scenario is a frozen `Scenario`. `load_scenario("smoke")` reads the preset shipped inside the
+package (`soak/scenarios/smoke.toml`, mirrored at the repo root as `scenarios/`); a path loads
+that file. Unknown keys and bad values raise `ScenarioError` naming the key and what it accepts.
+`dump_scenario` writes the scenario back as TOML: the run directory keeps the one that ran.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+import tomllib
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from soak.errors import ScenarioError
+
+__all__ = [
+    "MIX_KEYS",
+    "QUORUM_KEYS",
+    "Scenario",
+    "dump_scenario",
+    "load_scenario",
+    "parse_override",
+    "preset_names",
+]
+
+#: Surfaces a stale sweep probes; each has its own `stale_<surface>` counter.
+STALE_SURFACES: tuple[str, ...] = (
+    "append", "put_meta", "blob_put", "blob_delete", "delete", "renew", "release", "cross",
+)
+#: Surfaces a live tenure writes; each has its own `accepted_<surface>` counter.
+ACCEPT_SURFACES: tuple[str, ...] = ("append", "put_meta", "blob_put", "blob_delete", "renew")
+
+#: Every quorum counter a scenario may set a threshold on.
+QUORUM_KEYS: tuple[str, ...] = (
+    "grants",
+    "takeovers",
+    "stale_refusals",
+    *(f"stale_{s}" for s in STALE_SURFACES),
+    *(f"accepted_{s}" for s in ACCEPT_SURFACES),
+    "deletion_cycles",
+    "cross_refusals",
+    "stalls",
+    "pauses",
+    "pauses_in_call",
+    "kills",
+)
+
+#: The weights of one live tenure's operation mix.
+MIX_KEYS: tuple[str, ...] = ("append", "put_meta", "blob_put", "blob_delete", "renew", "side_cycle", "cross")
+_DEFAULT_MIX = {"append": 30, "put_meta": 20, "blob_put": 15, "blob_delete": 10, "renew": 8,
+                "side_cycle": 10, "cross": 7}
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """Every knob of one storm. Times in seconds unless the name says `_ms`."""
+
+    name: str = "custom"
+    workload: str = "runs"
+    store: str = "sqlite:"
+    workers: int = 4
+    lease_ttl_ms: int = 250
+    runs: int = 3
+    side_runs: int = 2
+    seed: int = 0  # 0: pick one at random (the chosen seed is recorded in the run directory)
+    time_bound_s: float = 60.0
+    call_timeout_s: float = 10.0
+    grace_s: float = 2.0
+    # one live tenure
+    ops_min: int = 3
+    ops_max: int = 8
+    blob_names: int = 4
+    busy_retries: int = 3
+    # cooperative stalls
+    stall_prob: float = 0.4
+    stall_factor: float = 1.4
+    # real pauses (SIGSTOP ... SIGCONT); 0 disables
+    pause_interval_s: float = 0.8
+    pause_ms: int = 0  # 0: 1.6 x lease_ttl_ms
+    pause_in_call_bias: float = 0.5
+    # crashes (SIGKILL, then a fresh incarnation); 0 disables
+    kill_interval_s: float = 2.5
+    kill_in_call_bias: float = 0.5
+    mix: dict[str, float] = field(default_factory=lambda: dict(_DEFAULT_MIX))
+    quorum: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def effective_pause_ms(self) -> int:
+        """The pause length: `pause_ms`, or 1.6 x ttl when it is 0."""
+        return self.pause_ms or int(self.lease_ttl_ms * 1.6)
+
+    @property
+    def stall_ms(self) -> int:
+        return int(self.lease_ttl_ms * self.stall_factor)
+
+    def main_runs(self) -> list[str]:
+        return [f"r{i}" for i in range(self.runs)]
+
+    def side_run_ids(self) -> list[str]:
+        return [f"s{i}" for i in range(self.side_runs)]
+
+
+# key -> (kind, check, what it accepts)
+def _int(lo: int, hi: int | None = None):
+    def check(v: Any) -> bool:
+        return isinstance(v, int) and not isinstance(v, bool) and v >= lo and (hi is None or v <= hi)
+    return check, f"an integer >= {lo}" + (f" and <= {hi}" if hi is not None else "")
+
+
+def _num(lo: float, hi: float | None = None, *, open_lo: bool = False):
+    def check(v: Any) -> bool:
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+            return False
+        ok_lo = v > lo if open_lo else v >= lo
+        return ok_lo and (hi is None or v <= hi)
+    sign = ">" if open_lo else ">="
+    return check, f"a number {sign} {lo}" + (f" and <= {hi}" if hi is not None else "")
+
+
+def _str():
+    return (lambda v: isinstance(v, str) and bool(v.strip())), "a non-empty string"
+
+
+_FIELDS: dict[str, tuple[Any, str]] = {
+    "name": _str(),
+    "workload": _str(),
+    "store": _str(),
+    "workers": _int(1, 256),
+    "lease_ttl_ms": _int(10),
+    "runs": _int(2, 1000),
+    "side_runs": _int(1, 1000),
+    "seed": _int(0),
+    "time_bound_s": _num(0, open_lo=True),
+    "call_timeout_s": _num(0, open_lo=True),
+    "grace_s": _num(0),
+    "ops_min": _int(1),
+    "ops_max": _int(1),
+    "blob_names": _int(1),
+    "busy_retries": _int(0),
+    "stall_prob": _num(0, 1),
+    "stall_factor": _num(1, open_lo=True),
+    "pause_interval_s": _num(0),
+    "pause_ms": _int(0),
+    "pause_in_call_bias": _num(0, 1),
+    "kill_interval_s": _num(0),
+    "kill_in_call_bias": _num(0, 1),
+}
+_TABLES = ("mix", "quorum")
+
+
+def preset_names() -> list[str]:
+    """The scenario presets shipped with soak."""
+    return sorted(p.name[:-5] for p in resources.files("soak").joinpath("scenarios").iterdir()
+                  if p.name.endswith(".toml"))
+
+
+def _where(source: str) -> str:
+    return f"scenario {source}"
+
+
+def _build(data: dict[str, Any], source: str) -> Scenario:
+    """Validate a parsed TOML mapping (overrides already merged) into a `Scenario`."""
+    base = Scenario()
+    kwargs: dict[str, Any] = {}
+    for key, value in data.items():
+        if key in _TABLES:
+            continue
+        if key not in _FIELDS:
+            raise ScenarioError(
+                f"{_where(source)}: unknown key {key!r}; known keys are "
+                f"{', '.join(sorted([*_FIELDS, *_TABLES]))}"
+            )
+        check, accepts = _FIELDS[key]
+        if not check(value):
+            raise ScenarioError(f"{_where(source)}: key {key!r} must be {accepts}, got {value!r}")
+        kwargs[key] = float(value) if isinstance(getattr(base, key), float) else value
+    mix = dict(_DEFAULT_MIX)
+    raw_mix = data.get("mix", {})
+    if not isinstance(raw_mix, dict):
+        raise ScenarioError(f"{_where(source)}: 'mix' must be a table of weights ({', '.join(MIX_KEYS)})")
+    for key, value in raw_mix.items():
+        if key not in MIX_KEYS:
+            raise ScenarioError(f"{_where(source)}: unknown key 'mix.{key}'; mix keys are {', '.join(MIX_KEYS)}")
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0 or not math.isfinite(value):
+            raise ScenarioError(f"{_where(source)}: key 'mix.{key}' must be a number >= 0, got {value!r}")
+        mix[key] = float(value)
+    if sum(mix.values()) <= 0:
+        raise ScenarioError(f"{_where(source)}: the weights in 'mix' sum to 0; give at least one a weight > 0")
+    quorum: dict[str, int] = {}
+    raw_quorum = data.get("quorum", {})
+    if not isinstance(raw_quorum, dict):
+        raise ScenarioError(f"{_where(source)}: 'quorum' must be a table of thresholds ({', '.join(QUORUM_KEYS)})")
+    for key, value in raw_quorum.items():
+        if key not in QUORUM_KEYS:
+            raise ScenarioError(
+                f"{_where(source)}: unknown key 'quorum.{key}'; quorum keys are {', '.join(QUORUM_KEYS)}"
+            )
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise ScenarioError(f"{_where(source)}: key 'quorum.{key}' must be an integer >= 0, got {value!r}")
+        quorum[key] = value
+    scenario = dataclasses.replace(base, mix=mix, quorum=quorum, **kwargs)
+    if scenario.ops_max < scenario.ops_min:
+        raise ScenarioError(
+            f"{_where(source)}: key 'ops_max' ({scenario.ops_max}) must be >= 'ops_min' ({scenario.ops_min})"
+        )
+    if scenario.pause_ms and scenario.pause_ms <= scenario.lease_ttl_ms:
+        raise ScenarioError(
+            f"{_where(source)}: key 'pause_ms' ({scenario.pause_ms}) must exceed 'lease_ttl_ms' "
+            f"({scenario.lease_ttl_ms}) so a paused holder loses its lease; or set it to 0 (1.6 x ttl)"
+        )
+    return scenario
+
+
+def parse_override(text: str) -> tuple[str, Any]:
+    """Parse one `key=value` override; the value is read as TOML, else taken as a string."""
+    key, sep, raw = text.partition("=")
+    key = key.strip()
+    if not sep or not key:
+        raise ScenarioError(f"override {text!r} is not key=value; write e.g. --set workers=6 or quorum.takeovers=50")
+    raw = raw.strip()
+    try:
+        value = tomllib.loads(f"v = {raw}")["v"]
+    except tomllib.TOMLDecodeError:
+        value = raw
+    return key, value
+
+
+def _merge(data: dict[str, Any], overrides: dict[str, Any] | None, source: str) -> dict[str, Any]:
+    merged = {k: (dict(v) if isinstance(v, dict) else v) for k, v in data.items()}
+    for key, value in (overrides or {}).items():
+        head, dot, tail = key.partition(".")
+        if dot:
+            if head not in _TABLES:
+                raise ScenarioError(
+                    f"{_where(source)}: override {key!r} names no table; tables are {', '.join(_TABLES)}"
+                )
+            merged.setdefault(head, {})[tail] = value
+        else:
+            merged[key] = value
+    return merged
+
+
+def _read_toml(path: Path, label: str) -> dict[str, Any]:
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise ScenarioError(f"cannot read scenario file {label}: {exc.strerror or exc}; pass an existing file") from exc
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        # tomllib's message already says "(at line N, column M)"
+        raise ScenarioError(f"scenario file {label} is not valid TOML: {exc}") from exc
+
+
+def load_scenario(name_or_path: str | os.PathLike[str] = "smoke", overrides: dict[str, Any] | None = None) -> Scenario:
+    """Load a preset by bare name (`smoke`, `nightly`, `certify`) or a TOML file by path.
+
+    `overrides` maps keys (or `quorum.<key>` / `mix.<key>`) to values and wins over the file.
+    """
+    text = str(name_or_path)
+    is_path = isinstance(name_or_path, os.PathLike) or "/" in text or text.endswith(".toml")
+    if is_path:
+        path = Path(text)
+        data = _read_toml(path, str(path))
+        default_name = path.stem
+    else:
+        if not text or not text.replace("-", "_").isidentifier():
+            raise ScenarioError(f"scenario name {text!r} is not a preset name; use one of {', '.join(preset_names())}")
+        resource = resources.files("soak").joinpath("scenarios", f"{text}.toml")
+        if not resource.is_file():
+            raise ScenarioError(
+                f"no scenario preset {text!r}; use one of {', '.join(preset_names())} or a path to a .toml file"
+            )
+        label = f"{text} (soak/scenarios/{text}.toml)"
+        try:
+            data = tomllib.loads(resource.read_text())
+        except tomllib.TOMLDecodeError as exc:
+            raise ScenarioError(f"scenario file {label} is not valid TOML: {exc}") from exc
+        default_name = text
+    data = _merge(data, overrides, text)
+    data.setdefault("name", default_name)
+    return _build(data, text)
+
+
+def _toml_value(v: Any) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, int):
+        return str(v)
+    if isinstance(v, float):
+        return repr(v)
+    if isinstance(v, str):
+        return '"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    raise TypeError(f"cannot write {type(v).__name__} as TOML")
+
+
+def dump_scenario(scenario: Scenario) -> str:
+    """The scenario as TOML text that `load_scenario` reads back to an equal `Scenario`."""
+    lines = [f"# soak storm scenario (as run)"]
+    for f in dataclasses.fields(scenario):
+        if f.name in _TABLES:
+            continue
+        lines.append(f"{f.name} = {_toml_value(getattr(scenario, f.name))}")
+    for table in _TABLES:
+        lines.append("")
+        lines.append(f"[{table}]")
+        for key, value in getattr(scenario, table).items():
+            lines.append(f"{key} = {_toml_value(value)}")
+    return "\n".join(lines) + "\n"

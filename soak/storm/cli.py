@@ -1,0 +1,110 @@
+"""`soak storm`: run one storm, then check it; exit 0 pass, 1 fail, 2 usage, 3 inconclusive."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from soak.scenario import load_scenario, parse_override
+
+__all__ = ["configure_parser", "run_cli"]
+
+EXIT_PASS, EXIT_FAIL, EXIT_USAGE, EXIT_INCONCLUSIVE = 0, 1, 2, 3
+
+
+def configure_parser(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--store", metavar="SPEC", help="store spec (default: the scenario's, sqlite:)")
+    parser.add_argument("--scenario", metavar="NAME|PATH", default="smoke",
+                        help="preset name (smoke, certify, nightly) or a TOML file (default: smoke)")
+    parser.add_argument("--workers", type=int, metavar="N", help="worker processes")
+    parser.add_argument("--ttl-ms", type=int, metavar="N", help="lease ttl in milliseconds")
+    parser.add_argument("--seed", type=int, metavar="N", help="storm seed (0: random)")
+    parser.add_argument("--time-bound", type=float, metavar="S", help="seconds before an unfinished storm is inconclusive")
+    parser.add_argument("--out", metavar="DIR", help="run directory (default: reports/<UTC timestamp>-<scenario>/)")
+    parser.add_argument("--quiet", action="store_true", help="no live progress bars")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", dest="overrides",
+                        help="override any scenario key, e.g. --set quorum.takeovers=80 (repeatable)")
+
+
+def _overrides(args: argparse.Namespace) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for text in args.overrides:
+        key, value = parse_override(text)
+        out[key] = value
+    for key, value in (("store", args.store), ("workers", args.workers), ("lease_ttl_ms", args.ttl_ms),
+                       ("seed", args.seed), ("time_bound_s", args.time_bound)):
+        if value is not None:
+            out[key] = value
+    return out
+
+
+def _update_latest(run_dir: Path) -> None:
+    """Point `reports/latest` at the newest run directory written under `reports/`."""
+    parent = run_dir.resolve().parent
+    if parent != Path("reports").resolve():
+        return
+    link = parent / "latest"
+    tmp = parent / f".latest.{os.getpid()}"
+    try:
+        if tmp.is_symlink():
+            tmp.unlink()
+        tmp.symlink_to(run_dir.name)
+        os.replace(tmp, link)
+    except OSError:
+        pass
+
+
+def _verdict_status(verdict: Any) -> str:
+    for attr in ("status", "verdict", "outcome", "result"):
+        value = getattr(verdict, attr, None)
+        if isinstance(value, str):
+            return value
+    if isinstance(verdict, dict):
+        for key in ("status", "verdict"):
+            if isinstance(verdict.get(key), str):
+                return verdict[key]
+    return "inconclusive"
+
+
+def run_cli(args: argparse.Namespace) -> int:
+    from soak.stores import resolve
+    from soak.storm.orchestrator import default_run_dir, run_storm
+
+    scenario = load_scenario(args.scenario, _overrides(args))
+    target = resolve(scenario.store)
+    progress = not args.quiet and sys.stderr.isatty()
+    run_dir = Path(args.out) if args.out else default_run_dir(scenario.name)
+    info = run_storm(scenario, target, run_dir, progress=progress)
+    _update_latest(run_dir)
+    reached = ", ".join(f"{k} {v}/{info.quorum_target.get(k, 0)}" for k, v in info.quorum_reached.items()
+                        if v < info.quorum_target.get(k, 0))
+    print(f"storm: {info.status} (seed {info.seed}, {info.workers} workers, store {info.store})"
+          + (f"; short of quorum: {reached}" if reached and info.status != "quorum" else ""))
+    if info.status == "error":
+        print(f"soak: storm error: {info.error}", file=sys.stderr)
+        print(f"run directory: {run_dir}")
+        return EXIT_USAGE
+    try:
+        from soak.check import check_run
+    except ImportError:
+        print("checker not available")
+        print(f"run directory: {run_dir}")
+        return EXIT_INCONCLUSIVE
+    try:
+        verdict = check_run(run_dir)
+    except Exception as exc:  # a checker that crashes is inconclusive, never pass
+        print(f"verdict: inconclusive (the checker raised {type(exc).__name__}: {exc})")
+        print(f"run directory: {run_dir}")
+        return EXIT_INCONCLUSIVE
+    status = _verdict_status(verdict)
+    summary = getattr(verdict, "summary", None)
+    print(f"verdict: {status}" + (f" - {summary}" if isinstance(summary, str) and summary else ""))
+    print(f"run directory: {run_dir}")
+    if status == "fail":
+        return EXIT_FAIL
+    if status == "pass" and info.status == "quorum":
+        return EXIT_PASS
+    return EXIT_INCONCLUSIVE

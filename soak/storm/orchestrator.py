@@ -1,0 +1,437 @@
+"""The storm orchestrator: spawn workers, drive the nemesis, tail the quorum, stop, snapshot.
+
+`run_storm(scenario, target, out_dir)` owns one run directory (see `soak.rundir`): a fresh
+store location under `store/`, the scenario as run, one history file per worker incarnation
+plus `history/nemesis.jsonl`, the final snapshot read back after every worker stopped, and
+`run.json`. Extra measurements (time to quorum, load, respawns) go to `storm.json` and the
+quorum's progress over time to `quorum.jsonl`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import platform
+import random
+import secrets
+import signal
+import sqlite3
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+from soak.errors import HarnessError, ScenarioError
+from soak.history import HistoryWriter, now_ns
+from soak.rundir import (
+    EVENTS_FILE,
+    HISTORY_DIR,
+    RUN_INFO,
+    SCENARIO_FILE,
+    RunInfo,
+    read_snapshot,
+    save_snapshot,
+    write_json,
+)
+from soak.scenario import Scenario, dump_scenario
+from soak.storm.nemesis import Nemesis, WorkerHandle, call_state
+from soak.storm.quorum import QuorumTracker
+from soak.storm.worker import (
+    BOOT_FAILED,
+    CRASHED,
+    IN_CALL,
+    OP_INDEX,
+    PHASE,
+    PHASES,
+    SINCE_NS,
+    SLOTS,
+    WorkerSpec,
+    derive_seed,
+    process_name,
+    worker_main,
+)
+from soak.workloads import get_workload
+
+__all__ = ["default_run_dir", "run_storm"]
+
+_TICK_S = 0.02
+STORE_DIR = "store"
+
+
+def default_run_dir(scenario_name: str, root: str | os.PathLike[str] = "reports") -> Path:
+    """`reports/<UTC timestamp>-<scenario>/`, made unique if a storm started the same second."""
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    base = Path(root) / f"{stamp}-{scenario_name}"
+    path, n = base, 1
+    while path.exists():
+        n += 1
+        path = base.with_name(f"{base.name}-{n}")
+    return path
+
+
+def _environment() -> dict[str, Any]:
+    return {
+        "python": sys.version.split()[0],
+        "sqlite": sqlite3.sqlite_version,
+        "platform": platform.platform(),
+        "cpu_count": os.cpu_count(),
+        "loadavg_start": list(os.getloadavg()),
+    }
+
+
+def _snapshot_main(target: Any, location: str, ttl_ms: int, run_ids: list[str], run_dir: str, parent_pid: int) -> None:
+    """Child process: open a fresh store over the location, read the final state back, save it."""
+    from soak.storm.worker import _die_with_parent
+
+    _die_with_parent(parent_pid)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    store = target.open(location, ttl_ms, timeout_s=None)
+    try:
+        save_snapshot(run_dir, read_snapshot(store, run_ids))
+    finally:
+        store.close()
+
+
+class _Storm:
+    """The state of one storm while it runs."""
+
+    def __init__(self, scenario: Scenario, target: Any, run_dir: Path, progress: bool) -> None:
+        import multiprocess
+
+        self.sc = scenario
+        self.target = target
+        self.run_dir = run_dir
+        self.show_progress = progress
+        self.mp = multiprocess.get_context("spawn")
+        self.workload = get_workload(scenario.workload)
+        self.location = run_dir / STORE_DIR
+        self.history_dir = run_dir / HISTORY_DIR
+        self.stop_flag = self.mp.RawValue("b", 0)
+        self.handles: list[WorkerHandle] = []
+        self.incarnations: dict[int, int] = {}
+        self.worker_seeds: dict[str, int] = {}
+        self.respawns = 0
+        self.unexpected_exits = 0
+        self.interrupted: str | None = None
+        self.rng = random.Random(derive_seed(scenario.seed, -1, 0))
+        self.events = HistoryWriter(run_dir / EVENTS_FILE, "nemesis")
+        self.nemesis = Nemesis(scenario, self.rng, self.events)
+        self.quorum = QuorumTracker(self.history_dir, self.workload.new_counter(), scenario.quorum)
+        self.timeline: list[dict[str, Any]] = []
+
+    # -- workers ----------------------------------------------------------------------------
+
+    def spawn(self, slot: int, reason: str) -> WorkerHandle:
+        inc = self.incarnations.get(slot, 0) + 1
+        self.incarnations[slot] = inc
+        name = process_name(slot, inc)
+        seed = derive_seed(self.sc.seed, slot, inc)
+        self.worker_seeds[name] = seed
+        spec = WorkerSpec(slot, inc, seed, self.target, str(self.location), self.sc, str(self.history_dir), os.getpid())
+        state = self.mp.RawArray("q", SLOTS)
+        proc = self.mp.Process(target=worker_main, args=(spec, state, self.stop_flag), name=name, daemon=True)
+        proc.start()
+        handle = WorkerHandle(name, slot, inc, seed, proc, state)
+        self.handles.append(handle)
+        self.events.event("spawn", {"target": name, "pid": proc.pid, "slot": slot, "incarnation": inc,
+                                    "reason": reason})
+        return handle
+
+    def live(self) -> list[WorkerHandle]:
+        return [h for h in self.handles if not h.reaped]
+
+    def reap(self) -> None:
+        """Notice workers that ended; replace the ones the nemesis killed or that crashed."""
+        for h in self.live():
+            if h.process.is_alive():
+                continue
+            h.process.join(0)
+            h.reaped = True
+            phase = int(h.state[PHASE])
+            if h.killed:
+                if not self.stop_flag.value:
+                    self.respawns += 1
+                    self.spawn(h.slot, "replace killed worker")
+                continue
+            self.events.event("exit", {"target": h.name, "pid": h.pid, "exitcode": h.process.exitcode,
+                                       "phase": PHASES[phase] if 0 <= phase < len(PHASES) else phase})
+            if self.stop_flag.value or phase == BOOT_FAILED:
+                continue  # a store that fails to boot is evidence; replacing it would loop
+            self.unexpected_exits += 1
+            if self.unexpected_exits <= 3 * self.sc.workers:
+                self.respawns += 1
+                self.spawn(h.slot, f"replace worker that exited ({PHASES[phase] if 0 <= phase < len(PHASES) else phase})")
+
+    def check_call_timeouts(self) -> None:
+        """SIGKILL a worker whose store call has run longer than `call_timeout_s` (not counting pauses)."""
+        limit = int(self.sc.call_timeout_s * 1e9)
+        now = now_ns()
+        for h in self.live():
+            if h.killed or h.paused_since is not None or not h.state[IN_CALL]:
+                continue
+            op = int(h.state[OP_INDEX])
+            elapsed = now - int(h.state[SINCE_NS]) - h.pause_credit.get(op, 0)
+            if elapsed > limit and h.state[IN_CALL] and int(h.state[OP_INDEX]) == op:
+                self.nemesis.kill(h, "timeout-kill", elapsed_ms=round(elapsed / 1e6, 1),
+                                  call_timeout_s=self.sc.call_timeout_s)
+
+    def boot_error(self) -> str | None:
+        """A message when no worker could boot the store (and none is still trying)."""
+        if any(h.alive() for h in self.handles):
+            return None
+        if self.handles and all(int(h.state[PHASE]) == BOOT_FAILED for h in self.handles):
+            first = self.quorum.boot_failures[0] if self.quorum.boot_failures else "no message recorded"
+            return f"every worker failed to boot the store ({len(self.handles)} of {len(self.handles)}): {first}"
+        if self.handles and not any(h.alive() for h in self.handles):
+            crashes = self.quorum.crashes[:1] or self.quorum.boot_failures[:1] or ["no message recorded"]
+            if all(int(h.state[PHASE]) in (BOOT_FAILED, CRASHED) for h in self.handles if not h.killed):
+                return f"no worker left running: {crashes[0]}"
+        return None
+
+    # -- stop -------------------------------------------------------------------------------
+
+    def stop_all(self) -> dict[str, Any]:
+        """Stop flag, grace period, then SIGKILL; reap every worker and verify none survives."""
+        self.nemesis.resume_all()
+        self.stop_flag.value = 1
+        deadline = time.monotonic() + self.sc.grace_s
+        while time.monotonic() < deadline and any(h.process.is_alive() for h in self.live()):
+            time.sleep(0.01)
+        forced = []
+        for h in self.live():
+            if h.process.is_alive():
+                forced.append(h.name)
+                st = call_state(h)
+                try:
+                    os.kill(h.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+                self.events.event("exit", {"target": h.name, "pid": h.pid, "forced": True, **st})
+        for h in self.handles:
+            h.process.join(5)
+            if not h.reaped:
+                h.reaped = True
+                if h.name not in forced and not h.killed:
+                    phase = int(h.state[PHASE])
+                    self.events.event("exit", {"target": h.name, "pid": h.pid, "exitcode": h.process.exitcode,
+                                               "phase": PHASES[phase] if 0 <= phase < len(PHASES) else phase})
+        pids = {h.pid for h in self.handles}
+        survivors = []
+        for child in psutil.Process().children(recursive=True):
+            if child.pid in pids:
+                survivors.append(child.pid)
+                try:
+                    child.kill()
+                except psutil.Error:
+                    pass
+        return {"forced_kills": forced, "survivors_killed": survivors}
+
+    def snapshot(self) -> str | None:
+        """Read the final state back in a child process (bounded); returns an error or None."""
+        proc = self.mp.Process(
+            target=_snapshot_main,
+            args=(self.target, str(self.location), self.sc.lease_ttl_ms, self.workload.run_ids(self.sc),
+                  str(self.run_dir), os.getpid()),
+            name="snapshot", daemon=True,
+        )
+        proc.start()
+        limit = max(15.0, 3 * self.sc.call_timeout_s) + 1.2 * self.sc.lease_ttl_ms / 1000.0
+        proc.join(limit)
+        if proc.is_alive():
+            proc.kill()
+            proc.join(5)
+            return f"reading the final state back did not finish within {limit:.0f} s"
+        if proc.exitcode != 0:
+            return f"reading the final state back failed (exit code {proc.exitcode}); see the traceback above"
+        return None
+
+    # -- the loop ---------------------------------------------------------------------------
+
+    def run(self, info: RunInfo) -> dict[str, Any]:
+        self.location.mkdir(parents=True, exist_ok=True)
+        self.history_dir.mkdir(parents=True, exist_ok=True)
+        start = now_ns()
+        info.started_ns = start
+        for slot in range(self.sc.workers):
+            self.spawn(slot, "start")
+        self.nemesis = Nemesis(self.sc, self.rng, self.events, start_ns=start)
+        bound = start + int(self.sc.time_bound_s * 1e9)
+        display = _Display(self.sc.quorum, enabled=self.show_progress)
+        quorum_at: float | None = None
+        last_poll = last_sample = 0
+        extra: dict[str, Any] = {}
+        status = "running"
+        try:
+            with display:
+                while True:
+                    now = now_ns()
+                    if now - last_poll >= 50_000_000:
+                        last_poll = now
+                        self.quorum.poll()
+                        display.update(self.quorum.counts(), (now - start) / 1e9)
+                        if now - last_sample >= 1_000_000_000:
+                            last_sample = now
+                            self.timeline.append({"t_s": round((now - start) / 1e9, 3), **self.quorum.counts()})
+                        if self.quorum.met():
+                            quorum_at = (now - start) / 1e9
+                            status = "quorum"
+                            break
+                    if self.interrupted:
+                        status = "interrupted"
+                        break
+                    if now >= bound:
+                        status = "timeout"
+                        break
+                    err = self.boot_error()
+                    if err:
+                        status = "error"
+                        info.error = err
+                        break
+                    for h in self.nemesis.step(self.live()):
+                        pass  # replaced in reap() once the kernel has reaped it
+                    self.check_call_timeouts()
+                    self.reap()
+                    time.sleep(_TICK_S)
+        finally:
+            extra.update(self.stop_all())
+        info.status = status
+        self.quorum.poll()
+        self.quorum.finish()
+        extra["time_to_quorum_s"] = quorum_at
+        extra["elapsed_s"] = round((now_ns() - start) / 1e9, 3)
+        extra["respawns"] = self.respawns
+        extra["unexpected_exits"] = self.unexpected_exits
+        extra["counts"] = self.quorum.counts()
+        extra["boot_failures"] = self.quorum.boot_failures[:20]
+        extra["crashes"] = self.quorum.crashes[:20]
+        return extra
+
+
+class _Display:
+    """Live rich progress bars, one per quorum threshold (a no-op when disabled)."""
+
+    def __init__(self, thresholds: dict[str, int], *, enabled: bool) -> None:
+        self.thresholds = thresholds
+        self.enabled = enabled and bool(thresholds)
+        self.progress = None
+        self.tasks: dict[str, Any] = {}
+
+    def __enter__(self) -> _Display:
+        if self.enabled:
+            from rich.console import Console
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+            self.progress = Progress(
+                TextColumn("{task.description:>18}"), BarColumn(), MofNCompleteColumn(),
+                TextColumn("{task.fields[note]}"), console=Console(stderr=True), transient=False,
+            )
+            self.progress.__enter__()
+            for key, target in self.thresholds.items():
+                self.tasks[key] = self.progress.add_task(key, total=max(target, 1), note="")
+        return self
+
+    def update(self, counts: dict[str, int], elapsed_s: float) -> None:
+        if self.progress is None:
+            return
+        for key, task in self.tasks.items():
+            target = self.thresholds[key]
+            self.progress.update(task, completed=min(counts.get(key, 0), max(target, 1)),
+                                 note=f"{counts.get(key, 0)}" if counts.get(key, 0) > target else "")
+
+    def __exit__(self, *exc: Any) -> None:
+        if self.progress is not None:
+            self.progress.__exit__(*exc)
+
+
+def run_storm(
+    scenario: Scenario,
+    target: Any,
+    out_dir: str | os.PathLike[str] | None = None,
+    *,
+    progress: bool = True,
+) -> RunInfo:
+    """Run one storm of `scenario` against `target` (a `soak.stores.StoreTarget`); return its `RunInfo`.
+
+    The run directory is `out_dir`, or `reports/<UTC timestamp>-<scenario>/`. The storm ends at
+    quorum, at the time bound, on SIGINT/SIGTERM (`interrupted`) or when no worker can boot the
+    store (`error`). Every worker is stopped and reaped before this returns.
+    """
+    from soak import __version__
+
+    if getattr(target, "single_process", False):
+        raise ScenarioError(
+            f"store {target.spec} lives inside one process; a storm needs a store shared across "
+            "processes: use sqlite: or a networked store"
+        )
+    seed = scenario.seed or secrets.randbelow(2**31 - 1) + 1
+    scenario = dataclasses.replace(scenario, seed=seed, store=target.spec)
+    run_dir = Path(out_dir) if out_dir is not None else default_run_dir(scenario.name)
+    if run_dir.exists() and any(run_dir.iterdir()):
+        raise ScenarioError(f"run directory {run_dir} already exists and is not empty; pass a new --out DIR")
+    (run_dir / HISTORY_DIR).mkdir(parents=True, exist_ok=True)
+    (run_dir / SCENARIO_FILE).write_text(dump_scenario(scenario))
+    workload = get_workload(scenario.workload)
+    info = RunInfo(
+        soak_version=__version__,
+        workload=scenario.workload,
+        store=target.spec,
+        seed=seed,
+        lease_ttl_ms=scenario.lease_ttl_ms,
+        workers=scenario.workers,
+        runs=scenario.main_runs(),
+        side_runs=scenario.side_run_ids(),
+        quorum_target=dict(scenario.quorum),
+        environment=_environment(),
+    )
+    write_json(run_dir / RUN_INFO, dataclasses.asdict(info))
+    storm = _Storm(scenario, target, run_dir, progress)
+
+    def _on_signal(signum: int, frame: Any) -> None:
+        storm.interrupted = signal.Signals(signum).name
+
+    on_main = threading.current_thread() is threading.main_thread()
+    old = {}
+    if on_main:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            old[sig] = signal.signal(sig, _on_signal)
+    extra: dict[str, Any] = {}
+    try:
+        try:
+            extra = storm.run(info)
+        except HarnessError:
+            raise
+        except Exception as exc:  # the storm itself broke: keep what was recorded
+            info.status = "error"
+            info.error = f"storm failed: {type(exc).__name__}: {exc}"
+            storm.stop_all()
+        if info.status != "error" or storm.quorum.boot_ok:
+            snap_error = storm.snapshot()
+            if snap_error:
+                extra["snapshot_error"] = snap_error
+                if info.status in ("quorum", "timeout"):
+                    info.status = "error"
+                    info.error = snap_error
+        if storm.interrupted:
+            info.status = "interrupted"
+            extra["signal"] = storm.interrupted
+    finally:
+        if on_main:
+            for sig, handler in old.items():
+                signal.signal(sig, handler)
+        storm.events.close()
+        info.ended_ns = now_ns()
+        info.quorum_reached = storm.quorum.reached()
+        info.worker_seeds = dict(storm.worker_seeds)
+        info.environment["loadavg_end"] = list(os.getloadavg())
+        write_json(run_dir / RUN_INFO, dataclasses.asdict(info))
+        extra["seed"] = seed
+        write_json(run_dir / "storm.json", extra)
+        with open(run_dir / "quorum.jsonl", "w") as fh:
+            import json
+
+            for row in storm.timeline:
+                fh.write(json.dumps(row, separators=(",", ":")) + "\n")
+    return info

@@ -1,0 +1,120 @@
+"""The activity quorum: counters tailed incrementally from the history files while a storm runs.
+
+Each `poll()` reads only the bytes appended to each history file since the last poll; a last
+line without its newline waits for the next poll. Invokes are paired with completions per
+process; the workload's counter turns operations into its counters (takeovers, accepted
+writes and typed stale refusals per surface, deletion cycles, cross-run refusals), and events
+add the nemesis counters (stalls, pauses, pauses inside a store call, kills).
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+from soak.workloads import QuorumCounter
+
+__all__ = ["QuorumTracker"]
+
+
+class QuorumTracker:
+    """Incremental history tailer plus quorum thresholds."""
+
+    def __init__(self, history_dir: str | Path, counter: QuorumCounter, thresholds: dict[str, int]) -> None:
+        self.dir = Path(history_dir)
+        self.counter = counter
+        self.thresholds = dict(thresholds)
+        self._offsets: dict[Path, int] = {}
+        self._partial: dict[Path, bytes] = {}
+        self._pending: dict[str, dict[str, Any]] = {}
+        self.events: dict[str, int] = defaultdict(int)
+        self.boot_ok = 0
+        self.boot_failures: list[str] = []
+        self.crashes: list[str] = []
+        self.bad_lines = 0
+
+    def poll(self) -> None:
+        """Read what was appended since the last poll."""
+        for path in sorted(self.dir.glob("*.jsonl")):
+            offset = self._offsets.get(path, 0)
+            try:
+                with open(path, "rb") as fh:
+                    fh.seek(offset)
+                    data = fh.read()
+            except OSError:
+                continue
+            if not data:
+                continue
+            self._offsets[path] = offset + len(data)
+            data = self._partial.pop(path, b"") + data
+            lines = data.split(b"\n")
+            if lines[-1]:
+                self._partial[path] = lines[-1]  # incomplete last line: wait for the rest
+            for raw in lines[:-1]:
+                if raw.strip():
+                    try:
+                        self._line(json.loads(raw))
+                    except (ValueError, KeyError, TypeError):
+                        self.bad_lines += 1
+
+    def _line(self, obj: dict[str, Any]) -> None:
+        t = obj["t"]
+        p = obj["p"]
+        if t == "event":
+            kind = obj.get("kind", "")
+            v = obj.get("v") or {}
+            if p == "nemesis":
+                if kind == "pause":
+                    self.events["pauses"] += 1
+                    if v.get("in_call"):
+                        self.events["pauses_in_call"] += 1
+                elif kind == "kill":
+                    self.events["kills"] += 1
+                elif kind == "timeout-kill":
+                    self.events["timeout_kills"] += 1
+            elif kind == "stall":
+                self.events["stalls"] += 1
+            elif kind == "crash":
+                self.crashes.append(f"{p}: {v.get('error')}: {v.get('message')}")
+        elif t == "invoke":
+            self._pending[p] = obj
+        else:
+            inv = self._pending.pop(p, None)
+            if inv is None or inv.get("i") != obj.get("i"):
+                return
+            self._op(inv, obj)
+
+    def _op(self, inv: dict[str, Any], done: dict[str, Any] | None) -> None:
+        if inv.get("f") == "open":
+            if done is not None and done.get("t") == "ok":
+                self.boot_ok += 1
+            else:
+                msg = (done or {}).get("msg") or "no completion (killed or hung while booting)"
+                self.boot_failures.append(f"{inv['p']}: {msg}")
+            return
+        self.counter.feed(inv, done)
+
+    def finish(self) -> None:
+        """After the last poll: invokes never completed count as unknown operations."""
+        pending, self._pending = self._pending, {}
+        for inv in pending.values():
+            self._op(inv, None)
+
+    def counts(self) -> dict[str, int]:
+        out = dict(self.counter.counts())
+        out.update(self.events)
+        out["boot_ok"] = self.boot_ok
+        out["boot_failed"] = len(self.boot_failures)
+        return out
+
+    def reached(self) -> dict[str, int]:
+        """The current count of every thresholded counter."""
+        counts = self.counts()
+        return {k: int(counts.get(k, 0)) for k in self.thresholds}
+
+    def met(self) -> bool:
+        """True when every threshold is reached (an empty quorum is met at once)."""
+        counts = self.counts()
+        return all(counts.get(k, 0) >= v for k, v in self.thresholds.items())

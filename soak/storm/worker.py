@@ -1,0 +1,151 @@
+"""One storm worker: an OS process that opens its own store and runs the workload loop.
+
+The worker dies with the orchestrator (`PR_SET_PDEATHSIG`), boots its store like every other
+worker at the same moment (boot is part of the test: recorded as `f="open"`), then runs the
+workload until the shared stop flag is set. While a store call runs it publishes, in shared
+memory, that it is inside a call, the op index, the surface and since when, so the nemesis can
+record where a SIGSTOP or SIGKILL landed and the orchestrator can kill a call that hangs.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import os
+import signal
+import sys
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "PHASES",
+    "SLOTS",
+    "SURFACES",
+    "WorkerSpec",
+    "derive_seed",
+    "process_name",
+    "worker_main",
+]
+
+#: Indices into a worker's shared state array.
+IN_CALL, OP_INDEX, SINCE_NS, SURFACE, PHASE = range(5)
+SLOTS = 5
+#: Worker phases (shared `PHASE` slot).
+BOOTING, RUNNING, BOOT_FAILED, DONE, CRASHED = range(5)
+PHASES = ("booting", "running", "boot-failed", "done", "crashed")
+#: Surface codes published in the `SURFACE` slot.
+SURFACES = ("", "open", "acquire", "renew", "release", "load", "append", "put_meta", "blob_put",
+            "blob_delete", "delete")
+_SURFACE_CODE = {s: i for i, s in enumerate(SURFACES)}
+
+_PR_SET_PDEATHSIG = 1
+
+
+@dataclass(frozen=True)
+class WorkerSpec:
+    """What one worker incarnation needs; pickled (with dill) into the spawned process."""
+
+    slot: int
+    incarnation: int
+    seed: int
+    target: Any  # soak.stores.StoreTarget
+    location: str
+    scenario: Any  # soak.scenario.Scenario
+    history_dir: str
+    parent_pid: int
+
+    @property
+    def process(self) -> str:
+        return process_name(self.slot, self.incarnation)
+
+
+def process_name(slot: int, incarnation: int) -> str:
+    """`w3.2`: slot 3, incarnation 2."""
+    return f"w{slot}.{incarnation}"
+
+
+def derive_seed(storm_seed: int, slot: int, incarnation: int) -> int:
+    """The seed of one worker incarnation, derived from the storm seed (stable across Pythons)."""
+    digest = hashlib.blake2b(f"{storm_seed}:{slot}:{incarnation}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big") >> 1
+
+
+def _die_with_parent(parent_pid: int) -> None:
+    """Ask Linux to SIGKILL this process when its parent dies; exit now if it already has."""
+    if sys.platform.startswith("linux"):
+        try:
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        except (OSError, AttributeError):
+            pass
+    if os.getppid() != parent_pid:  # the parent died before the prctl took effect
+        os._exit(0)
+
+
+def worker_main(spec: WorkerSpec, state: Any, stop: Any) -> None:
+    """Process entry: boot the store, run the workload until `stop.value` is set."""
+    _die_with_parent(spec.parent_pid)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the orchestrator's to handle
+    import random
+
+    from soak.errors import StoreBootError
+    from soak.history import HistoryWriter
+    from soak.spi import StoreError
+    from soak.workloads import WorkerContext, get_workload
+
+    def enter(index: int, f: str) -> None:
+        state[OP_INDEX] = index
+        state[SURFACE] = _SURFACE_CODE.get(f, 0)
+        state[SINCE_NS] = __import__("time").monotonic_ns()
+        state[IN_CALL] = 1
+
+    def leave() -> None:
+        state[IN_CALL] = 0
+
+    writer = HistoryWriter(Path(spec.history_dir) / f"{spec.process}.jsonl", spec.process)
+    writer.event("start", {"pid": os.getpid(), "seed": spec.seed, "slot": spec.slot,
+                           "incarnation": spec.incarnation})
+    sc = spec.scenario
+    index = writer.invoke("open", "", None, "boot", {})
+    enter(index, "open")
+    try:
+        store = spec.target.open(spec.location, sc.lease_ttl_ms, timeout_s=None)
+    except StoreBootError as exc:
+        leave()
+        cause = exc.__cause__
+        kind = "fail" if isinstance(cause, StoreError) else "info"
+        writer.complete(index, kind, error=type(cause).__name__ if cause else "StoreBootError", message=str(exc))
+        state[PHASE] = BOOT_FAILED
+        writer.close()
+        sys.exit(4)
+    leave()
+    writer.complete(index, "ok")
+    state[PHASE] = RUNNING
+    ctx = WorkerContext(
+        store=store,
+        writer=writer,
+        rng=random.Random(spec.seed),
+        scenario=sc,
+        process=spec.process,
+        should_stop=lambda: bool(stop.value),
+        enter_call=enter,
+        leave_call=leave,
+    )
+    try:
+        get_workload(sc.workload).worker_loop(ctx)
+    except BaseException as exc:  # a harness bug: record it, let the orchestrator decide
+        state[IN_CALL] = 0
+        writer.event("crash", {"error": type(exc).__name__, "message": str(exc)[:500],
+                               "traceback": traceback.format_exc()[-4000:]})
+        state[PHASE] = CRASHED
+        writer.close()
+        sys.exit(1)
+    try:
+        store.close()
+    except Exception:
+        pass
+    writer.event("stop", {})
+    writer.close()
+    state[PHASE] = DONE

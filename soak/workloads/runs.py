@@ -1,0 +1,293 @@
+"""The `runs` workload: tenures on a few main runs, deletion cycles on side runs, stale sweeps.
+
+One tenure: acquire a random main run, `load` its tail, 3-8 random fenced operations (append at
+the fresh tail + 1, meta, blob put and delete, renew, a full deletion cycle on a side run under
+its own lease, a probe of the live lease on a foreign run), then release, or stall past the ttl
+without renewing. After a stall or a refusal of the live lease, the dead lease is swept over
+every surface (append, meta, blob put, blob delete, run delete, renew, cross-run use, release):
+each must be refused typed. Invoke values follow the storm/checker interface in `soak.history`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from typing import Any
+
+from soak.scenario import ACCEPT_SURFACES, STALE_SURFACES
+from soak.spi import RUN_STATUSES, JournalEntry, JournalOrderError, Lease, LeaseHeldError, RunMeta
+from soak.workloads import Outcome, WorkerContext
+
+__all__ = ["CROSS_RUN", "RunsCounter", "RunsWorkload"]
+
+#: A run no tenure ever acquires: every write to it came through a cross-run probe.
+CROSS_RUN = "xr"
+
+
+def _tail_value(entries: Any) -> dict[str, Any]:
+    entries = list(entries)
+    return {"tail": entries[-1].seq if entries else 0, "count": len(entries)}
+
+
+class _Worker:
+    """One worker's tenure loop (state: the journal tail it believes in)."""
+
+    def __init__(self, ctx: WorkerContext) -> None:
+        self.ctx = ctx
+        self.store = ctx.store
+        self.rng = ctx.rng
+        self.sc = ctx.scenario
+        self.main = self.sc.main_runs()
+        self.side = self.sc.side_run_ids()
+        self.owner = ctx.process
+        self.mix_keys = list(self.sc.mix)
+        self.mix_weights = [self.sc.mix[k] for k in self.mix_keys]
+
+    # -- building blocks ------------------------------------------------------------------
+
+    def acquire(self, run: str, intent: str) -> Outcome:
+        return self.ctx.retrying(
+            "acquire", run, None, intent, {"owner": self.owner},
+            lambda: self.store.acquire(run, self.owner), ok_value=lambda lease: {"epoch": lease.epoch},
+        )
+
+    def load_tail(self, run: str, intent: str) -> int | None:
+        out = self.ctx.retrying("load", run, None, intent, {}, lambda: self.store.load(run), ok_value=_tail_value)
+        if not out.ok:
+            return None
+        entries = list(out.result)
+        return entries[-1].seq if entries else 0
+
+    def append(self, run: str, lease: Lease, intent: str, seq: int) -> Outcome:
+        def build(tag: str, payload: bytes, c: int):
+            return {"seq": seq, "tag": tag, "c": c}, lambda: self.store.append(run, JournalEntry(seq, payload), lease)
+        return self.ctx.mutation("append", run, lease, intent, build)
+
+    def put_meta(self, run: str, lease: Lease, intent: str) -> Outcome:
+        status = self.rng.choice(RUN_STATUSES)
+
+        def build(tag: str, payload: bytes, c: int):
+            meta = RunMeta(run, status, c, payload)
+            return ({"tag": tag, "c": c, "status": status, "segments": c},
+                    lambda: self.store.put_meta(meta, lease))
+        return self.ctx.mutation("put_meta", run, lease, intent, build)
+
+    def blob_ref(self, run: str) -> str:
+        return f"{run}/b{self.rng.randrange(self.sc.blob_names)}"
+
+    def blob_put(self, ref: str, lease: Lease, intent: str) -> Outcome:
+        run = ref.partition("/")[0]
+
+        def build(tag: str, payload: bytes, c: int):
+            return {"ref": ref, "tag": tag, "c": c}, lambda: self.store.transcripts.put(ref, payload, lease)
+        return self.ctx.mutation("blob_put", run, lease, intent, build)
+
+    def blob_delete(self, ref: str, lease: Lease, intent: str) -> Outcome:
+        run = ref.partition("/")[0]
+
+        def build(tag: str, payload: bytes, c: int):
+            return {"ref": ref, "c": c}, lambda: self.store.transcripts.delete(ref, lease)
+        return self.ctx.mutation("blob_delete", run, lease, intent, build)
+
+    def delete(self, run: str, lease: Lease, intent: str) -> Outcome:
+        def build(tag: str, payload: bytes, c: int):
+            return {"c": c}, lambda: self.store.delete(run, lease)
+        return self.ctx.mutation("delete", run, lease, intent, build)
+
+    def renew(self, lease: Lease, intent: str) -> Outcome:
+        return self.ctx.retrying("renew", lease.run_id, lease, intent, {}, lambda: self.store.renew(lease))
+
+    def release(self, lease: Lease, intent: str) -> Outcome:
+        return self.ctx.retrying("release", lease.run_id, lease, intent, {}, lambda: self.store.release(lease))
+
+    def write_to(self, run: str, lease: Lease, intent: str) -> Outcome | None:
+        """One random write (append at the fresh tail + 1, meta or blob put) to `run` under `lease`."""
+        surface = self.rng.choice(("append", "put_meta", "blob_put"))
+        if surface == "append":
+            tail = self.load_tail(run, intent)
+            if tail is None:
+                return None
+            return self.append(run, lease, intent, tail + 1)
+        if surface == "put_meta":
+            return self.put_meta(run, lease, intent)
+        return self.blob_put(self.blob_ref(run), lease, intent)
+
+    def sleep(self, seconds: float) -> None:
+        """Sleep cooperatively: wake early when the storm stops."""
+        end = time.monotonic() + seconds
+        while not self.ctx.should_stop():
+            left = end - time.monotonic()
+            if left <= 0:
+                return
+            time.sleep(min(left, 0.01))
+
+    # -- the loop ---------------------------------------------------------------------------
+
+    def loop(self) -> None:
+        while not self.ctx.should_stop():
+            run = self.rng.choice(self.main)
+            out = self.acquire(run, "live")
+            if not out.ok:
+                self.sleep(self.rng.uniform(0.001, 0.006))  # held, busy or unknown: try another run
+                continue
+            self.tenure(out.result)
+
+    def tenure(self, lease: Lease) -> None:
+        run = lease.run_id
+        tail = self.load_tail(run, "live")
+        lost = False
+        for _ in range(self.rng.randint(self.sc.ops_min, self.sc.ops_max)):
+            if self.ctx.should_stop():
+                break
+            kind = self.rng.choices(self.mix_keys, self.mix_weights)[0]
+            out: Outcome | None = None
+            if kind == "append":
+                if tail is None:
+                    tail = self.load_tail(run, "live")
+                    if tail is None:
+                        continue
+                seq = tail + 1
+                out = self.append(run, lease, "live", seq)
+                # the tail is known again only after an accepted append
+                tail = seq if out.ok else None
+            elif kind == "put_meta":
+                out = self.put_meta(run, lease, "live")
+            elif kind == "blob_put":
+                out = self.blob_put(self.blob_ref(run), lease, "live")
+            elif kind == "blob_delete":
+                out = self.blob_delete(self.blob_ref(run), lease, "live")
+            elif kind == "renew":
+                out = self.renew(lease, "live")
+            elif kind == "side_cycle":
+                self.side_cycle()
+            elif kind == "cross":
+                self.cross_probe(lease)
+            if out is not None and out.refused(LeaseHeldError):
+                lost = True  # superseded (a pause, or a slow tenure): sweep the dead lease
+                break
+        if lost:
+            self.sweep(lease)
+            return
+        if not self.ctx.should_stop() and self.rng.random() < self.sc.stall_prob:
+            ms = self.sc.stall_ms
+            self.ctx.writer.event("stall", {"ms": ms, "lease": [lease.run_id, lease.owner, lease.epoch]})
+            self.sleep(ms / 1000.0)
+            if self.ctx.should_stop():
+                return
+            self.sweep(lease)
+            return
+        out = self.release(lease, "live")
+        if out.refused(LeaseHeldError) and not self.ctx.should_stop():
+            self.sweep(lease)
+
+    def side_cycle(self) -> None:
+        """A full fenced deletion cycle on a side run under its own lease."""
+        run = self.rng.choice(self.side)
+        out = self.acquire(run, "side")
+        if not out.ok:
+            return
+        lease: Lease = out.result
+        tail = self.load_tail(run, "side")
+        if tail is None:
+            return
+        ref = f"{run}/b{self.rng.randrange(self.sc.blob_names)}"
+        for step in (
+            lambda: self.append(run, lease, "side", tail + 1),
+            lambda: self.put_meta(run, lease, "side"),
+            lambda: self.blob_put(ref, lease, "side"),
+            lambda: self.blob_delete(ref, lease, "side"),
+            lambda: self.delete(run, lease, "side"),
+        ):
+            if not step().ok:
+                return  # refused or unknown: the side lease is left to expire
+        self.release(lease, "side")
+
+    def cross_probe(self, lease: Lease) -> None:
+        """The live lease used on another main run and on the never-written run: must be refused."""
+        others = [r for r in self.main if r != lease.run_id]
+        for target in (self.rng.choice(others), CROSS_RUN):
+            if self.ctx.should_stop():
+                return
+            self.write_to(target, lease, "cross")
+
+    def sweep(self, lease: Lease) -> None:
+        """Every surface with the dead lease; each must be refused typed (`LeaseHeldError`)."""
+        run = lease.run_id
+        tail = self.load_tail(run, "stale")  # the fresh tail: the order guard cannot mask the fence
+        steps = [
+            (lambda: None if tail is None else self.append(run, lease, "stale", tail + 1)),
+            lambda: self.put_meta(run, lease, "stale"),
+            lambda: self.blob_put(self.blob_ref(run), lease, "stale"),
+            lambda: self.blob_delete(self.blob_ref(run), lease, "stale"),
+            lambda: self.delete(run, lease, "stale"),
+            lambda: self.renew(lease, "stale"),
+            lambda: self.write_to(self.rng.choice([r for r in self.main if r != run]), lease, "stale"),
+            lambda: self.release(lease, "stale"),
+        ]
+        for step in steps:
+            if self.ctx.should_stop():
+                return
+            step()
+
+
+class RunsWorkload:
+    """The fenced run store storm (CONTRACT section 1)."""
+
+    name = "runs"
+
+    def run_ids(self, scenario) -> list[str]:
+        return [*scenario.main_runs(), *scenario.side_run_ids(), CROSS_RUN]
+
+    def worker_loop(self, ctx: WorkerContext) -> None:
+        _Worker(ctx).loop()
+
+    def new_counter(self) -> RunsCounter:
+        return RunsCounter()
+
+
+class RunsCounter:
+    """Quorum counters of the runs workload, from raw history lines (invoke + completion)."""
+
+    def __init__(self) -> None:
+        self.c: dict[str, int] = defaultdict(int)
+        self.granted: dict[str, set[int]] = defaultdict(set)
+        self.released: dict[str, set[int]] = defaultdict(set)
+
+    def feed(self, inv: dict[str, Any], done: dict[str, Any] | None) -> None:
+        t = done.get("t") if done else "info"
+        f = inv.get("f", "")
+        run = inv.get("run", "")
+        intent = inv.get("intent", "")
+        lease = inv.get("lease")
+        if t == "ok":
+            if f == "acquire":
+                epoch = (done.get("v") or {}).get("epoch")
+                if isinstance(epoch, int):
+                    self.granted[run].add(epoch)
+                    self.c["grants"] += 1
+            elif f == "release" and lease and lease[0] == run:
+                self.released[run].add(int(lease[2]))
+            if intent == "live" and f in ACCEPT_SURFACES:
+                self.c[f"accepted_{f}"] += 1
+            elif intent == "side" and f == "delete":
+                self.c["deletion_cycles"] += 1
+        elif t == "fail" and done.get("err") == "LeaseHeldError":
+            if intent == "stale":
+                surface = "cross" if lease and lease[0] != run else f
+                if surface in STALE_SURFACES:
+                    self.c["stale_refusals"] += 1
+                    self.c[f"stale_{surface}"] += 1
+            elif intent == "cross":
+                self.c["cross_refusals"] += 1
+
+    def takeovers(self) -> int:
+        """Epochs granted while the previous epoch was granted and never released."""
+        return sum(
+            1 for run, eps in self.granted.items() for e in eps
+            if (e - 1) in eps and (e - 1) not in self.released[run]
+        )
+
+    def counts(self) -> dict[str, int]:
+        out = dict(self.c)
+        out["takeovers"] = self.takeovers()
+        return out

@@ -1,0 +1,59 @@
+"""The checker: rebuild the serial order of a stored run, diff it against the store, check fencing.
+
+`check` is the pure core (operations and final state in, `Verdict` out); `check_run` reads a
+run directory, checks it and writes `verdict.json` next to it, so a stored run can be
+re-checked offline (`soak check RUN_DIR`).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+from soak.check.core import CHECKERS, check
+from soak.check.verdict import Evidence, Verdict, Violation, merge_results
+from soak.history import HistoryCorruptError, Operation, Record, operations
+from soak.rundir import VERDICT_FILE, history_paths, load_run_info, load_snapshot, write_json
+from soak.errors import RunDirError
+
+__all__ = ["CHECKERS", "Evidence", "Verdict", "Violation", "check", "check_run", "merge_results", "read_history"]
+
+
+def read_history(run_dir: str | os.PathLike[str]) -> Iterator[Operation | Record]:
+    """Every operation and event of a run directory, file by file; a corrupt file is named."""
+    for path in history_paths(run_dir):
+        try:
+            yield from operations([path])
+        except HistoryCorruptError as exc:
+            msg = str(exc)
+            raise HistoryCorruptError(msg if str(path) in msg else f"{path}: {msg}") from exc
+
+
+def check_run(run_dir: str | os.PathLike[str], *, write: bool = True) -> Verdict:
+    """Check a stored run and write its `verdict.json` (unless `write` is False).
+
+    Raises `RunDirError` when `run_dir` is not a run directory; a damaged final state or
+    history makes the verdict inconclusive with the reason named.
+    """
+    run_dir = Path(run_dir)
+    info = load_run_info(run_dir)
+    try:
+        snapshot = load_snapshot(run_dir)
+    except RunDirError as exc:
+        verdict = Verdict.build(reasons=[str(exc)])
+    else:
+        quorum = ", ".join(
+            f"{k} {info.quorum_reached.get(k, 0)}/{v}" for k, v in sorted(info.quorum_target.items())
+        )
+        verdict = check(
+            read_history(run_dir),
+            snapshot,
+            lease_ttl_ms=info.lease_ttl_ms,
+            runs=[*info.runs, *info.side_runs],
+            status=info.status if info.error is None else f"{info.status} ({info.error})",
+            quorum=quorum,
+        )
+    if write:
+        write_json(run_dir / VERDICT_FILE, verdict.to_json())
+    return verdict

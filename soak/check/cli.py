@@ -1,0 +1,45 @@
+"""`soak check RUN_DIR`: re-check a stored run offline and print its verdict."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from soak.check import check_run
+from soak.check.verdict import Verdict
+from soak.clauses import clause_title
+
+__all__ = ["configure_parser", "exit_code", "format_verdict", "run_cli"]
+
+_EXIT = {"pass": 0, "fail": 1, "inconclusive": 3}
+
+
+def configure_parser(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("run_dir", metavar="RUN_DIR", help="a run directory a storm wrote")
+    parser.add_argument("--json", action="store_true", help="print the verdict as JSON")
+
+
+def exit_code(verdict: Verdict) -> int:
+    """0 pass, 1 fail, 3 inconclusive."""
+    return _EXIT[verdict.result]
+
+
+def format_verdict(verdict: Verdict) -> str:
+    """The verdict line, then each violation with the operations that prove it, then reasons."""
+    lines = [f"verdict: {verdict.summary()}"]
+    for v in verdict.violations:
+        lines.append(f"  [{v.clause}] {v.statement}")
+        lines.append(f"      clause: {clause_title(v.clause)}")
+        lines.extend(f"      - {e.describe()}" for e in v.evidence)
+    if verdict.result != "inconclusive":
+        lines.extend(f"  inconclusive: {r}" for r in verdict.reasons)
+    return "\n".join(lines)
+
+
+def run_cli(args: argparse.Namespace) -> int:
+    verdict = check_run(args.run_dir)
+    if args.json:
+        print(json.dumps(verdict.to_json(), indent=1, sort_keys=True))
+    else:
+        print(format_verdict(verdict))
+    return exit_code(verdict)

@@ -1,0 +1,749 @@
+"""The pure checker: a recorded history plus the final store state in, a `Verdict` out.
+
+No I/O and no clock. One streaming pass over the operations folds them into compact
+per-tenure, per-run and per-ref summaries (nothing per operation is kept except refusals and
+operations whose tag appears in the final state); then small checkers each read those
+summaries and return violations. A checker that raises makes the verdict inconclusive, never
+pass.
+
+Ordering without a replay: every mutation carries its lease epoch and a per-tenure counter
+`c`, so the serial order of accepted writes is the order of their keys `(epoch, c)`. The
+expected final state is then decided key by key (the last accepted write per run, meta and
+ref wins; a delete explains every earlier write it removed), which is what a replay on
+`soak.oracle.Oracle` would give, without sorting or holding the history.
+
+Real time comes from the history's own monotonic timestamps: a tenure is stale from the
+earliest completion of an accepted acquire of a later epoch, or of its own release.
+The workers' `intent` is never consulted.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from soak.history import HistoryCorruptError, Operation, payload_for, tag_of
+from soak.check.verdict import Evidence, Verdict, Violation
+
+__all__ = ["CHECKERS", "Checker", "Facts", "check", "default_margin_ns", "scan"]
+
+_MUTATIONS = frozenset(("append", "put_meta", "delete", "blob_put", "blob_delete"))
+_LEASE_OPS = frozenset(("renew", "release"))
+#: Errors the harness records for an unknown outcome it caused itself (not the store's doing).
+_HARNESS_UNKNOWN = frozenset(("Incomplete", "Timeout", "TimeoutError", "Killed", "StallTimeout"))
+#: Typed refusals of the contract (and their root).
+_TYPED = frozenset(("StoreError", "LeaseHeldError", "JournalOrderError", "StoreBusyError"))
+_NEVER = float("inf")
+
+
+def default_margin_ns(lease_ttl_ms: int) -> int:
+    """Slack for "surely live": a tenth of the ttl, at least 5 ms (store and history clocks differ)."""
+    return max(5_000_000, lease_ttl_ms * 100_000)
+
+
+def _ev(op: Operation) -> Evidence:
+    lease = op.lease
+    if lease is not None:
+        epoch = lease.epoch
+    elif op.f == "acquire" and op.outcome == "ok":
+        epoch = op.result.get("epoch")
+    else:
+        epoch = None
+    return Evidence(
+        op.process, op.index, op.f, op.run, epoch, op.args.get("c"), op.outcome, op.invoke_ns, op.complete_ns,
+        f"{op.process}#{op.index}", op.error,
+    )
+
+
+class _Tenure:
+    """What the history says about one (run, epoch)."""
+
+    __slots__ = ("run", "epoch", "grants", "marks", "rel_ok", "rel_ok_ev", "rel_inv", "mut", "lop", "unt", "users")
+
+    def __init__(self, run: str, epoch: int) -> None:
+        self.run = run
+        self.epoch = epoch
+        self.grants: list[tuple[int, int, str, Evidence]] = []  # ok acquires: (invoke, complete, owner, ev)
+        self.marks: list[tuple[int, int, Evidence | None]] = []  # ok acquire/renew: (invoke, complete, ev)
+        self.rel_ok: float = _NEVER  # earliest completion of an ok release
+        self.rel_ok_ev: Evidence | None = None
+        self.rel_inv: float = _NEVER  # earliest invocation of any release
+        self.mut: Evidence | None = None  # latest-invoked accepted mutation
+        self.lop: Evidence | None = None  # latest-invoked accepted renew/release
+        self.unt: Evidence | None = None  # latest-invoked untyped unknown outcome
+        self.users: dict[str, Evidence] = {}  # owner presenting this lease in an accepted op -> first such op
+
+
+class _Run:
+    """Per-run summaries for the state diff and the refusal check."""
+
+    __slots__ = ("acq_invokes", "acq_unknown", "missing", "del_any", "del_ok", "meta_ok", "prune_at")
+
+    def __init__(self) -> None:
+        self.acq_invokes: list[int] = []  # invocation time of every acquire, any outcome
+        self.acq_unknown: list[tuple[int, float]] = []  # unknown acquires: (invoke, complete or inf)
+        self.missing: list[tuple[tuple[int, int], Evidence]] = []  # ok appends absent from the journal
+        self.del_any: tuple[int, int] | None = None  # highest key of an ok or unknown delete
+        self.del_ok: tuple[tuple[int, int], Evidence] | None = None
+        self.meta_ok: tuple[tuple[int, int], Evidence] | None = None
+        self.prune_at = 64
+
+
+class _Ref:
+    __slots__ = ("run", "put_ok", "del_any", "del_ok")
+
+    def __init__(self, run: str) -> None:
+        self.run = run
+        self.put_ok: tuple[tuple[int, int], Evidence] | None = None
+        self.del_any: tuple[int, int] | None = None
+        self.del_ok: tuple[tuple[int, int], Evidence] | None = None
+
+
+@dataclass(slots=True)
+class Facts:
+    """Everything the checkers read: the scan's summaries plus the snapshot and settings."""
+
+    snapshot: Any
+    lease_ttl_ms: int
+    margin_ns: int
+    runs: tuple[str, ...]
+    cross_runs: tuple[str, ...]
+    status: str
+    quorum: str
+    tenures: dict[tuple[str, int], _Tenure] = field(default_factory=dict)
+    run_acc: dict[str, _Run] = field(default_factory=dict)
+    refs: dict[str, _Ref] = field(default_factory=dict)
+    seen: dict[str, tuple[Evidence, tuple[int, int], dict[str, Any]]] = field(default_factory=dict)
+    refusals: list[tuple[str, int, str, Evidence]] = field(default_factory=list)
+    scan_violations: list[Violation] = field(default_factory=list)
+    stats: dict[str, int] = field(default_factory=dict)
+    _stale_cache: dict[str, tuple[list[int], list[tuple[float, Evidence | None]]]] = field(default_factory=dict)
+
+    @property
+    def ttl_ns(self) -> int:
+        return self.lease_ttl_ms * 1_000_000
+
+    def stale_at(self, run: str, epoch: int) -> tuple[float, Evidence | None]:
+        """When tenure (run, epoch) surely stopped being current, and the operation that proves it."""
+        cache = self._stale_cache.get(run)
+        if cache is None:
+            granted = self._granted(run)
+            epochs = [g[0] for g in granted]
+            suffix: list[tuple[float, Evidence | None]] = [(_NEVER, None)] * (len(granted) + 1)
+            for i in range(len(granted) - 1, -1, -1):
+                best = suffix[i + 1]
+                suffix[i] = (granted[i][1], granted[i][2]) if granted[i][1] < best[0] else best
+            cache = (epochs, suffix)
+            self._stale_cache[run] = cache
+        epochs, suffix = cache
+        superseded = suffix[bisect.bisect_right(epochs, epoch)]
+        t = self.tenures.get((run, epoch))
+        if t is not None and t.rel_ok < superseded[0]:
+            return t.rel_ok, t.rel_ok_ev
+        return superseded
+
+    def _granted(self, run: str) -> list[tuple[int, int, Evidence]]:
+        """(epoch, earliest grant completion, that grant) for every granted epoch of a run."""
+        out = []
+        for (r, e), t in self.tenures.items():
+            if r == run and t.grants:
+                g = min(t.grants, key=lambda g: g[1])
+                out.append((e, g[1], g[3]))
+        out.sort(key=lambda x: x[0])
+        return out
+
+
+def scan(
+    ops: Iterable[Operation | Any],
+    snapshot: Any,
+    *,
+    lease_ttl_ms: int,
+    runs: Iterable[str],
+    cross_runs: Iterable[str] = ("xr",),
+    status: str = "quorum",
+    quorum: str = "",
+    margin_ms: float | None = None,
+) -> Facts:
+    """Fold the history into `Facts` in one pass; events (non-operations) are counted and skipped."""
+    margin_ns = default_margin_ns(lease_ttl_ms) if margin_ms is None else int(margin_ms * 1_000_000)
+    facts = Facts(snapshot, lease_ttl_ms, margin_ns, tuple(runs), tuple(cross_runs), status, quorum)
+    index = _state_tags(snapshot)
+    tenures, run_acc, refs, seen, refusals = facts.tenures, facts.run_acc, facts.refs, facts.seen, facts.refusals
+    scan_violations = facts.scan_violations
+    n_ops = n_events = n_ok = n_fail = n_info = 0
+    mutations, lease_ops = _MUTATIONS, _LEASE_OPS
+
+    for op in ops:
+        if type(op) is not Operation:
+            n_events += 1
+            continue
+        n_ops += 1
+        f = op.f
+        outcome = op.outcome
+        if outcome == "ok":
+            n_ok += 1
+        elif outcome == "fail":
+            n_fail += 1
+        else:
+            n_info += 1
+        run = op.run
+
+        if f == "acquire":
+            ra = run_acc.get(run)
+            if ra is None:
+                ra = run_acc[run] = _Run()
+            ra.acq_invokes.append(op.invoke_ns)
+            if outcome == "ok":
+                epoch = int(op.result["epoch"])
+                t = tenures.get((run, epoch))
+                if t is None:
+                    t = tenures[(run, epoch)] = _Tenure(run, epoch)
+                ev = _ev(op)
+                t.grants.append((op.invoke_ns, op.complete_ns, str(op.args.get("owner")), ev))
+                t.marks.append((op.invoke_ns, op.complete_ns, ev))
+            elif outcome == "info":
+                ra.acq_unknown.append((op.invoke_ns, _NEVER if op.complete_ns is None else op.complete_ns))
+            continue
+
+        is_mut = f in mutations
+        if not is_mut and f not in lease_ops:
+            continue  # load, open: nothing fenced
+
+        lease = op.lease
+        args = op.args
+        tag = f"{op.process}#{op.index}"
+        if lease is None:
+            key = (0, args.get("c", 0))
+        else:
+            key = (lease.epoch, args.get("c", 0))
+        if tag in index:
+            seen[tag] = (_ev(op), key, args)
+        if lease is None:
+            continue  # unleased passthrough: not fenced, and not ordered by a tenure
+
+        if outcome == "ok":
+            if lease.run_id != run:
+                scan_violations.append(
+                    Violation("run-match", f"{f} on run {run} accepted under a lease of run {lease.run_id}", (_ev(op),))
+                )
+                continue
+            t = tenures.get((run, lease.epoch))
+            if t is None:
+                t = tenures[(run, lease.epoch)] = _Tenure(run, lease.epoch)
+            if lease.owner not in t.users:
+                t.users[lease.owner] = _ev(op)
+            if is_mut:
+                if t.mut is None or op.invoke_ns > t.mut.invoke_ns:
+                    t.mut = _ev(op)
+                if f == "append":
+                    hit = index.get(tag)
+                    if hit is None or ("journal", run) not in hit:
+                        ra = run_acc.get(run)
+                        if ra is None:
+                            ra = run_acc[run] = _Run()
+                        ra.missing.append((key, _ev(op)))
+                        if len(ra.missing) > ra.prune_at:
+                            _prune_missing(ra)
+                elif f == "put_meta":
+                    ra = run_acc.get(run)
+                    if ra is None:
+                        ra = run_acc[run] = _Run()
+                    if ra.meta_ok is None or key > ra.meta_ok[0]:
+                        ra.meta_ok = (key, _ev(op))
+                elif f == "blob_put":
+                    ref = args["ref"]
+                    rf = refs.get(ref)
+                    if rf is None:
+                        rf = refs[ref] = _Ref(run)
+                    if rf.put_ok is None or key > rf.put_ok[0]:
+                        rf.put_ok = (key, _ev(op))
+                elif f == "blob_delete":
+                    rf = _ref_of(refs, args["ref"], run)
+                    if rf.del_ok is None or key > rf.del_ok[0]:
+                        rf.del_ok = (key, _ev(op))
+                    if rf.del_any is None or key > rf.del_any:
+                        rf.del_any = key
+                else:  # delete
+                    ra = _run_of(run_acc, run)
+                    if ra.del_ok is None or key > ra.del_ok[0]:
+                        ra.del_ok = (key, _ev(op))
+                    if ra.del_any is None or key > ra.del_any:
+                        ra.del_any = key
+                        _prune_missing(ra)
+            else:
+                if t.lop is None or op.invoke_ns > t.lop.invoke_ns:
+                    t.lop = _ev(op)
+                if f == "renew":
+                    t.marks.append((op.invoke_ns, op.complete_ns, None))
+                else:
+                    t.rel_inv = min(t.rel_inv, op.invoke_ns)
+                    if op.complete_ns < t.rel_ok:
+                        t.rel_ok = op.complete_ns
+                        t.rel_ok_ev = _ev(op)
+        elif outcome == "fail":
+            if f == "release":
+                t = _tenure_of(tenures, run, lease.epoch)
+                t.rel_inv = min(t.rel_inv, op.invoke_ns)
+            if op.error == "LeaseHeldError" and lease.run_id == run:
+                refusals.append((run, lease.epoch, lease.owner, _ev(op)))
+        else:  # info: may or may not have applied
+            if lease.run_id != run:
+                continue
+            t = _tenure_of(tenures, run, lease.epoch)
+            if f == "release":
+                t.rel_inv = min(t.rel_inv, op.invoke_ns)
+            err = op.error
+            if err not in _HARNESS_UNKNOWN and err not in _TYPED and err is not None:
+                if t.unt is None or op.invoke_ns > t.unt.invoke_ns:
+                    t.unt = _ev(op)
+            if f == "delete":
+                ra = _run_of(run_acc, run)
+                if ra.del_any is None or key > ra.del_any:
+                    ra.del_any = key
+                    _prune_missing(ra)
+            elif f == "blob_delete":
+                rf = _ref_of(refs, args["ref"], run)
+                if rf.del_any is None or key > rf.del_any:
+                    rf.del_any = key
+
+    facts.stats.update(
+        operations=n_ops, events=n_events, ok=n_ok, fail=n_fail, info=n_info,
+        tenures=sum(1 for t in tenures.values() if t.grants), refusals=len(refusals),
+    )
+    return facts
+
+
+def _run_of(run_acc: dict[str, _Run], run: str) -> _Run:
+    ra = run_acc.get(run)
+    if ra is None:
+        ra = run_acc[run] = _Run()
+    return ra
+
+
+def _ref_of(refs: dict[str, _Ref], ref: str, run: str) -> _Ref:
+    rf = refs.get(ref)
+    if rf is None:
+        rf = refs[ref] = _Ref(run)
+    return rf
+
+
+def _tenure_of(tenures: dict[tuple[str, int], _Tenure], run: str, epoch: int) -> _Tenure:
+    t = tenures.get((run, epoch))
+    if t is None:
+        t = tenures[(run, epoch)] = _Tenure(run, epoch)
+    return t
+
+
+def _prune_missing(ra: _Run) -> None:
+    """Drop absent appends a later delete already explains; keeps the list short in long runs."""
+    if ra.del_any is not None:
+        d = ra.del_any
+        ra.missing = [m for m in ra.missing if m[0] >= d]
+    ra.prune_at = max(64, 2 * len(ra.missing))
+
+
+def _state_tags(snapshot: Any) -> dict[str, list[tuple[str, str]]]:
+    """tag -> where it appears in the final state: ("journal"|"meta"|"blob", run)."""
+    index: dict[str, list[tuple[str, str]]] = {}
+
+    def add(tag: str | None, where: tuple[str, str]) -> None:
+        if tag is not None:
+            index.setdefault(tag, []).append(where)
+
+    for run, entries in snapshot.journals.items():
+        where = ("journal", run)
+        for e in entries:
+            add(tag_of(e.payload), where)
+    for run, meta in snapshot.metas.items():
+        if meta is not None:
+            add(tag_of(meta.payload), ("meta", run))
+    for run, blobs in snapshot.blobs.items():
+        where = ("blob", run)
+        for data in blobs.values():
+            add(tag_of(data), where)
+    return index
+
+
+# -- checkers ---------------------------------------------------------------------------------
+
+Checker = Callable[[Facts], list[Violation]]
+
+
+def check_scan(facts: Facts) -> list[Violation]:
+    """Findings made while streaming: accepted operations whose lease names another run."""
+    return list(facts.scan_violations)
+
+
+def check_grants(facts: Facts) -> list[Violation]:
+    """Each epoch granted once; epochs rising with grant order; no two surely-live tenures overlap."""
+    out: list[Violation] = []
+    by_run: dict[str, list[_Tenure]] = {}
+    for t in facts.tenures.values():
+        if t.grants:
+            by_run.setdefault(t.run, []).append(t)
+        if len(t.grants) > 1:
+            owners = sorted({g[2] for g in t.grants})
+            out.append(Violation(
+                "epoch-monotonic",
+                f"epoch {t.epoch} of run {t.run} was granted {len(t.grants)} times (to {', '.join(owners)})",
+                tuple(g[3] for g in t.grants),
+            ))
+    ttl, margin = facts.ttl_ns, facts.margin_ns
+    for run, ts in by_run.items():
+        grants = [g for t in ts for g in t.grants]
+        # rising: a grant that completed before another was invoked carries the lower epoch
+        by_complete = sorted(grants, key=lambda g: g[1])
+        i, best = 0, None
+        for g in sorted(grants, key=lambda g: g[0]):
+            while i < len(by_complete) and by_complete[i][1] < g[0]:
+                if best is None or by_complete[i][3].epoch > best[3].epoch:
+                    best = by_complete[i]
+                i += 1
+            if best is not None and best[3].epoch > g[3].epoch:
+                out.append(Violation(
+                    "epoch-monotonic",
+                    f"run {run}: epoch {g[3].epoch} granted after epoch {best[3].epoch} had been granted",
+                    (best[3], g[3]),
+                ))
+        # overlap: a takeover that completed while an earlier tenure was surely live
+        for t in ts:
+            for g in grants:
+                if g[3].epoch == t.epoch:
+                    continue
+                a_inv, a_done = g[0], g[1]
+                lives = [m for m in t.marks if m[1] < a_inv]
+                if not lives or t.rel_inv < a_done:
+                    continue
+                last = max(lives, key=lambda m: m[0])
+                if a_done < last[0] + ttl - margin:
+                    cite = [t.grants[0][3]] + ([last[2]] if last[2] is not None and last[2] is not t.grants[0][3] else [])
+                    out.append(Violation(
+                        "lease-exclusive",
+                        f"run {run}: epoch {g[3].epoch} granted {(a_done - last[0]) / 1e6:.1f} ms after epoch "
+                        f"{t.epoch} was last granted or renewed (ttl {facts.lease_ttl_ms} ms), while it was live",
+                        (*cite, g[3]),
+                    ))
+    return out
+
+
+def check_grantees(facts: Facts) -> list[Violation]:
+    """Every accepted mutation, renew or release carries a lease granted to its owner."""
+    out: list[Violation] = []
+    for t in facts.tenures.values():
+        granted_to = {g[2] for g in t.grants}
+        for owner, ev in t.users.items():
+            if owner in granted_to:
+                continue
+            clause = "stale-lease-ops" if ev.f in _LEASE_OPS else "stale-rejected"
+            if not t.grants:
+                why = f"epoch {t.epoch} of run {t.run} was never granted"
+            else:
+                why = f"epoch {t.epoch} of run {t.run} was granted to {', '.join(sorted(granted_to))}, not {owner}"
+            out.append(Violation(clause, f"{ev.f} accepted from a non-grantee: {why}", (ev, *(g[3] for g in t.grants))))
+    return out
+
+
+def check_fencing(facts: Facts) -> list[Violation]:
+    """Real time: nothing accepted under a tenure invoked after it was superseded or released."""
+    out: list[Violation] = []
+    for t in facts.tenures.values():
+        if t.mut is None and t.lop is None and t.unt is None:
+            continue
+        when, proof = facts.stale_at(t.run, t.epoch)
+        if when == _NEVER:
+            continue
+        cite = (proof,) if proof is not None else ()
+        how = "released" if proof is not None and proof.f == "release" else f"superseded by epoch {proof.epoch if proof else '?'}"
+        if t.mut is not None and t.mut.invoke_ns > when:
+            out.append(Violation(
+                "stale-rejected",
+                f"{t.mut.f} under epoch {t.epoch} of run {t.run} accepted after the tenure was {how}",
+                (t.mut, *cite),
+            ))
+        if t.lop is not None and t.lop.invoke_ns > when:
+            out.append(Violation(
+                "stale-lease-ops",
+                f"{t.lop.f} under epoch {t.epoch} of run {t.run} accepted after the tenure was {how}",
+                (t.lop, *cite),
+            ))
+        if t.unt is not None and t.unt.invoke_ns > when:
+            out.append(Violation(
+                "typed-refusal",
+                f"{t.unt.f} under stale epoch {t.epoch} of run {t.run} raised untyped {t.unt.error} "
+                f"instead of LeaseHeldError",
+                (t.unt, *cite),
+            ))
+    return out
+
+
+def check_refusals(facts: Facts) -> list[Violation]:
+    """A LeaseHeldError under a tenure that was surely current and live is a spurious refusal."""
+    out: list[Violation] = []
+    ttl, margin = facts.ttl_ns, facts.margin_ns
+    sorted_acq: dict[str, list[int]] = {}
+    for run, epoch, owner, ev in facts.refusals:
+        t = facts.tenures.get((run, epoch))
+        if t is None or not t.grants or owner not in {g[2] for g in t.grants} or ev.complete_ns is None:
+            continue
+        done = ev.complete_ns
+        if t.rel_inv < done:
+            continue
+        grant_inv = min(g[0] for g in t.grants)
+        ra = facts.run_acc.get(run)
+        if ra is not None:
+            acq = sorted_acq.get(run)
+            if acq is None:
+                acq = sorted_acq[run] = sorted(ra.acq_invokes)
+            if bisect.bisect_left(acq, done) - bisect.bisect_right(acq, grant_inv) > 0:
+                continue  # another acquire was attempted meanwhile: the tenure may have been taken
+            if any(inv < done and comp > grant_inv and inv != grant_inv for inv, comp in ra.acq_unknown):
+                continue
+        lives = [m[0] for m in t.marks if m[1] < ev.invoke_ns]
+        if not lives:
+            continue
+        last = max(lives)
+        if done < last + ttl - margin:
+            out.append(Violation(
+                "live-accepted",
+                f"{ev.f} under epoch {epoch} of run {run} refused {(done - last) / 1e6:.1f} ms after its last grant "
+                f"or renewal (ttl {facts.lease_ttl_ms} ms), with no takeover attempted",
+                (ev, t.grants[0][3]),
+            ))
+    return out
+
+
+def check_state(facts: Facts) -> list[Violation]:
+    """Diff the final state against the serial order of accepted writes."""
+    out: list[Violation] = []
+    snap = facts.snapshot
+    seen = facts.seen
+
+    def stale(ev: Evidence) -> bool:
+        return ev.epoch is not None and ev.invoke_ns > facts.stale_at(ev.run, ev.epoch)[0]
+
+    def refused_written(ev: Evidence, where: str) -> Violation:
+        if stale(ev):
+            return Violation("stale-rejected", f"a refused stale {ev.f} was written anyway ({where})", (ev,))
+        return Violation("typed-refusal", f"a refused {ev.f} ({ev.error}) was written anyway ({where}): a refusal mutates nothing", (ev,))
+
+    for run, entries in snap.journals.items():
+        ra = facts.run_acc.get(run)
+        del_ok = ra.del_ok if ra else None
+        prev: tuple[Evidence, tuple[int, int]] | None = None
+        prev_seq: int | None = None
+        for pos, entry in enumerate(entries):
+            where = f"journal of {run} at position {pos}, seq {entry.seq}"
+            tag = tag_of(entry.payload)
+            s = seen.get(tag) if tag is not None else None
+            if prev_seq is not None and entry.seq <= prev_seq:
+                out.append(Violation("journal-a5", f"seq {entry.seq} follows seq {prev_seq} in the {where}",
+                                     (s[0],) if s else ()))
+            prev_seq = entry.seq
+            if s is None:
+                clause = "journal-a4" if tag is None else "journal-a1"
+                out.append(Violation(clause, f"phantom entry {tag or entry.payload[:16]!r} matches no recorded append ({where})"))
+                continue
+            ev, key, args = s
+            if ev.f != "append" or ev.run != run:
+                out.append(Violation("journal-a1", f"entry written by a {ev.f} on run {ev.run} ({where})", (ev,)))
+                continue
+            if ev.outcome == "fail":
+                out.append(refused_written(ev, where))
+            if entry.payload != payload_for(tag):
+                out.append(Violation("journal-a4", f"payload of {tag} altered ({where})", (ev,)))
+            if args.get("seq") != entry.seq:
+                out.append(Violation("journal-a1", f"{tag} appended seq {args.get('seq')} but the entry has seq {entry.seq}", (ev,)))
+            if prev is not None and key <= prev[1]:
+                if key[0] < prev[1][0]:
+                    out.append(Violation("stale-rejected", f"epoch inversion: an entry of epoch {key[0]} follows one of "
+                                         f"epoch {prev[1][0]} ({where})", (prev[0], ev)))
+                elif key == prev[1]:
+                    out.append(Violation("journal-a1", f"two entries with the same (epoch, counter) {key} ({where})", (prev[0], ev)))
+                else:
+                    out.append(Violation("journal-a2", f"entries out of append order within epoch {key[0]} ({where})", (prev[0], ev)))
+            if del_ok is not None and key < del_ok[0]:
+                out.append(Violation("delete-semantics", f"entry {tag} survived the later delete of run {run}", (ev, del_ok[1])))
+            prev = (ev, key)
+
+    for run, ra in facts.run_acc.items():
+        if run not in snap.journals:
+            continue
+        for key, ev in ra.missing:
+            if ra.del_any is None or key >= ra.del_any:
+                out.append(Violation("journal-a1", f"lost write: accepted append {ev.tag} is missing from the journal "
+                                     f"of {run} and no later delete explains it", (ev,)))
+
+    for run, meta in snap.metas.items():
+        ra = facts.run_acc.get(run)
+        if meta is None:
+            if ra is not None and ra.meta_ok is not None and (ra.del_any is None or ra.meta_ok[0] > ra.del_any):
+                out.append(Violation("meta-last-write", f"lost write: accepted meta {ra.meta_ok[1].tag} of {run} is "
+                                     f"missing and no later delete explains it", (ra.meta_ok[1],)))
+            continue
+        tag = tag_of(meta.payload)
+        s = seen.get(tag) if tag is not None else None
+        if s is None:
+            out.append(Violation("meta-last-write", f"phantom meta {tag or meta.payload[:16]!r} of {run} matches no recorded put_meta"))
+            continue
+        ev, key, args = s
+        if ev.f != "put_meta" or ev.run != run:
+            out.append(Violation("meta-last-write", f"meta of {run} written by a {ev.f} on run {ev.run}", (ev,)))
+            continue
+        if ev.outcome == "fail":
+            out.append(refused_written(ev, f"meta of {run}"))
+        if (meta.payload != payload_for(tag) or meta.run_id != run or meta.status != args.get("status")
+                or meta.segments != args.get("segments")):
+            out.append(Violation("meta-last-write", f"meta of {run} differs from what {tag} wrote", (ev,)))
+        if ra is not None and ra.meta_ok is not None and ra.meta_ok[0] > key:
+            out.append(Violation("meta-last-write", f"lost write: the final meta of {run} is {tag}, not the later "
+                                 f"accepted {ra.meta_ok[1].tag}", (ev, ra.meta_ok[1])))
+        if ra is not None and ra.del_ok is not None and ra.del_ok[0] > key:
+            out.append(Violation("delete-semantics", f"meta {tag} of {run} survived the later delete",
+                                 (ev, ra.del_ok[1])))
+
+    listed = set(snap.listed_runs)
+    for run, meta in snap.metas.items():
+        if (meta is not None) != (run in listed):
+            out.append(Violation("meta-last-write", f"list_runs {'omits' if meta is not None else 'lists'} run {run} "
+                                 f"whose meta is {'present' if meta is not None else 'absent'}"))
+
+    for run, blobs in snap.blobs.items():
+        for ref, data in blobs.items():
+            tag = tag_of(data)
+            s = seen.get(tag) if tag is not None else None
+            if s is None:
+                out.append(Violation("blob-semantics", f"phantom blob {ref} ({tag or data[:16]!r}) matches no recorded blob_put"))
+                continue
+            ev, key, args = s
+            if ev.f != "blob_put" or args.get("ref") != ref:
+                out.append(Violation("blob-semantics", f"blob {ref} holds what a {ev.f} of {args.get('ref', ev.run)} wrote", (ev,)))
+                continue
+            if ev.outcome == "fail":
+                out.append(refused_written(ev, f"blob {ref}"))
+            if data != payload_for(tag):
+                out.append(Violation("blob-semantics", f"blob {ref} differs byte for byte from what {tag} wrote", (ev,)))
+            rf = facts.refs.get(ref)
+            if rf is not None and rf.put_ok is not None and rf.put_ok[0] > key:
+                out.append(Violation("blob-semantics", f"lost write: blob {ref} holds {tag}, not the later accepted "
+                                     f"{rf.put_ok[1].tag}", (ev, rf.put_ok[1])))
+            if rf is not None and rf.del_ok is not None and rf.del_ok[0] > key:
+                ra = facts.run_acc.get(run)
+                deleted = ra is not None and ra.del_ok is not None and ra.del_ok[0] > key
+                out.append(Violation("blob-semantics", f"blob {ref} survived its accepted delete"
+                                     + (f" and the deletion of run {run}" if deleted else ""), (ev, rf.del_ok[1])))
+    for ref, rf in facts.refs.items():
+        if rf.run not in snap.blobs or ref in snap.blobs[rf.run] or rf.put_ok is None:
+            continue
+        if rf.del_any is None or rf.put_ok[0] > rf.del_any:
+            out.append(Violation("blob-semantics", f"lost write: accepted blob_put {rf.put_ok[1].tag} of {ref} is missing "
+                                 f"and no later blob_delete explains it", (rf.put_ok[1],)))
+
+    for run in facts.cross_runs:
+        found = [e.payload for e in snap.journals.get(run, ())]
+        if snap.metas.get(run) is not None:
+            found.append(snap.metas[run].payload)
+        found.extend(snap.blobs.get(run, {}).values())
+        if found:
+            cite = tuple(seen[t][0] for t in (tag_of(p) for p in found) if t in seen)
+            out.append(Violation("run-match", f"cross-run target {run} holds {len(found)} value(s); nobody may write it", cite))
+    return out
+
+
+def check_probe(facts: Facts) -> list[Violation]:
+    """The final probe's epoch exceeds every granted epoch; it was not refused after 1.2 x ttl."""
+    out: list[Violation] = []
+    highest: dict[str, Evidence] = {}
+    for t in facts.tenures.values():
+        if t.grants and (t.run not in highest or t.epoch > highest[t.run].epoch):
+            highest[t.run] = t.grants[0][3]
+    for run, probe in facts.snapshot.probe.items():
+        if "epoch" in probe:
+            top = highest.get(run)
+            if top is not None and int(probe["epoch"]) <= top.epoch:
+                out.append(Violation("epoch-monotonic", f"run {run}: the final probe got epoch {probe['epoch']}, not above "
+                                     f"the granted epoch {top.epoch}", (top,)))
+        elif probe.get("error") == "LeaseHeldError":
+            out.append(Violation("ttl-honoured", f"run {run}: the final probe was refused {probe.get('message', '')!r} "
+                                 f"after every worker stopped and 1.2 x ttl passed"))
+    return out
+
+
+#: The checkers `check` runs, by name (each one's failure is reported under its name).
+CHECKERS: tuple[tuple[str, Checker], ...] = (
+    ("run-match", check_scan),
+    ("grants", check_grants),
+    ("grantees", check_grantees),
+    ("fencing", check_fencing),
+    ("refusals", check_refusals),
+    ("state", check_state),
+    ("probe", check_probe),
+)
+
+
+def check(
+    ops: Iterable[Operation | Any],
+    snapshot: Any,
+    *,
+    lease_ttl_ms: int,
+    runs: Iterable[str],
+    cross_runs: Iterable[str] = ("xr",),
+    status: str = "quorum",
+    quorum: str = "",
+    margin_ms: float | None = None,
+    checkers: Sequence[tuple[str, Checker]] | None = None,
+) -> Verdict:
+    """Check a history (operations, events allowed) against the final state; pure, one pass.
+
+    `runs` are the runs workers write legitimately, `cross_runs` those nobody may write,
+    `status` the storm's ending (anything but `quorum` is inconclusive). `margin_ms` is the
+    slack for "surely live" (default: `default_margin_ns`).
+    """
+    runs = tuple(runs)
+    try:
+        facts = scan(ops, snapshot, lease_ttl_ms=lease_ttl_ms, runs=runs, cross_runs=cross_runs,
+                     status=status, quorum=quorum, margin_ms=margin_ms)
+    except HistoryCorruptError as exc:
+        return Verdict.build(reasons=[f"corrupt history: {exc}"])
+    except Exception as exc:
+        return Verdict.build(reasons=[f"the history scan raised {type(exc).__name__}: {exc}"])
+    violations: list[Violation] = []
+    reasons: list[str] = []
+    for name, fn in CHECKERS if checkers is None else checkers:
+        try:
+            violations.extend(fn(facts))
+        except Exception as exc:
+            reasons.append(f"checker {name} raised {type(exc).__name__}: {exc}")
+    try:
+        reasons.extend(_undecidable(facts))
+    except Exception as exc:
+        reasons.append(f"reading the final state raised {type(exc).__name__}: {exc}")
+    if status != "quorum":
+        reasons.append(f"run ended with status {status!r}, quorum not met{': ' + quorum if quorum else ''}")
+    facts.stats["violations"] = len(violations)
+    return Verdict.build(_dedupe(violations), reasons, facts.stats)
+
+
+def _undecidable(facts: Facts) -> list[str]:
+    """What in the final state keeps the checker from deciding: read errors, probes that errored."""
+    snap = facts.snapshot
+    reasons = [f"final state unreadable: {e}" for e in snap.read_errors]
+    for run, probe in snap.probe.items():
+        if "epoch" not in probe and probe.get("error") != "LeaseHeldError":
+            reasons.append(f"final probe of run {run} raised {probe.get('error')}: {probe.get('message', '')}")
+    for run in facts.run_acc:
+        if run in facts.runs and run not in snap.journals:
+            reasons.append(f"final state lacks run {run}: its writes cannot be diffed")
+    return reasons
+
+
+def _dedupe(violations: list[Violation]) -> list[Violation]:
+    seen: set[tuple[str, str, tuple[str, ...]]] = set()
+    out = []
+    for v in violations:
+        k = (v.clause, v.statement, tuple(e.tag for e in v.evidence))
+        if k not in seen:
+            seen.add(k)
+            out.append(v)
+    return out

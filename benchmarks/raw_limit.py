@@ -1,0 +1,87 @@
+"""The store's raw limit: a bare loop of fenced transactions from N processes, no nemesis.
+
+With `record=True` the same loop writes history records around every call, so the ratio of
+the two is the recording overhead. Each process holds its own run's lease (renewed every
+ttl/3) and appends under it; every append is one fenced transaction.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import time
+
+import multiprocess as mp
+
+from soak.history import HistoryWriter, payload_for
+from soak.spi import JournalEntry, LeaseHeldError, StoreBusyError
+from soak.stores import StoreTarget, resolve
+
+__all__ = ["raw_limit"]
+
+
+def _loop(target: StoreTarget, location: str, slot: int, ttl_ms: int, seconds: float, record: bool,
+          barrier, results) -> None:
+    store = target.open(location, ttl_ms, timeout_s=None)
+    run = f"raw{slot}"
+    writer = HistoryWriter(os.path.join(location, f"h{slot}.jsonl"), f"p{slot}") if record else None
+    barrier.wait()
+    lease = store.acquire(run, f"p{slot}")
+    seq = done = lost = 0
+    start = last_renew = time.monotonic()
+    while (now := time.monotonic()) - start < seconds:
+        try:
+            if now - last_renew > ttl_ms / 3000.0:
+                lease = store.renew(lease)
+                last_renew = now
+        except (LeaseHeldError, StoreBusyError):  # starved past the ttl by the busy handler
+            lease, last_renew = store.acquire(run, f"p{slot}"), time.monotonic()
+            lost += 1
+        seq += 1
+        if writer is not None:
+            tag = f"p{slot}#{writer.next_index()}"
+            index = writer.invoke("append", run, lease, "live", {"seq": seq, "tag": tag, "c": seq})
+            payload = payload_for(tag)
+        else:
+            payload = b"x" * 24
+        try:
+            store.append(run, JournalEntry(seq, payload), lease)
+        except LeaseHeldError:
+            seq -= 1
+            lease, last_renew = store.acquire(run, f"p{slot}"), time.monotonic()
+            lost += 1
+            continue
+        except StoreBusyError:
+            seq -= 1
+            if writer is not None:
+                writer.complete(index, "fail", error="StoreBusyError")
+            continue
+        if writer is not None:
+            writer.complete(index, "ok")
+        done += 1
+    results.put((done / (time.monotonic() - start), lost))
+    store.close()
+
+
+def raw_limit(store: str = "sqlite:", *, processes: int = 4, seconds: float = 3.0, record: bool = False,
+              lease_ttl_ms: int = 1000) -> float:
+    """Fenced appends per second, summed over `processes` processes."""
+    target = resolve(store)
+    ctx = mp.get_context("spawn")
+    with tempfile.TemporaryDirectory(prefix="soak-raw-") as location:
+        target.open(location, lease_ttl_ms).close()  # bootstrap once; boot is not what we measure
+        barrier = ctx.Barrier(processes)
+        results = ctx.Queue()
+        procs = [ctx.Process(target=_loop, args=(target, location, i, lease_ttl_ms, seconds, record, barrier, results))
+                 for i in range(processes)]
+        for p in procs:
+            p.start()
+        rates = [results.get(timeout=seconds + 60) for _ in procs]
+        for p in procs:
+            p.join()
+    return sum(r for r, _ in rates)
+
+
+if __name__ == "__main__":
+    for rec in (False, True):
+        print(f"record={rec}: {raw_limit(record=rec):,.0f} fenced appends/s")

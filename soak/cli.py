@@ -25,6 +25,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "boot": ("soak.storm.boot", "open one fresh store location from many processes at once"),
     "model": ("soak.model", "run the Hypothesis state machine against a store"),
     "report": ("soak.report", "rebuild report.html, plots and junit.xml of a stored run"),
+    "trend": ("soak.report.trend", "plot verdicts, storm length and throughput across many runs"),
 }
 
 

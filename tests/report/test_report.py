@@ -76,3 +76,16 @@ def test_report_without_verdict_is_inconclusive(tmp_path):
     root = ET.parse(tmp_path / "junit.xml").getroot()
     assert root.get("errors") == "1"
     json.loads((tmp_path / RUN_INFO).read_text())
+
+
+def test_trend_collects_runs(tmp_path):
+    from soak.report.trend import collect, trend_png
+
+    for i, result in enumerate(("pass", "fail")):
+        d = tmp_path / f"run{i}"
+        d.mkdir()
+        _run_dir(d, {"result": result, "violations": [{"clause": "run-match"}] * i})
+    points = collect(tmp_path)
+    assert [p.result for p in points] == ["pass", "fail"]
+    assert points[1].violations == 1 and points[0].ops_per_s > 0
+    assert trend_png(points).startswith(b"\x89PNG")

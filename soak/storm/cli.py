@@ -101,7 +101,9 @@ def run_cli(args: argparse.Namespace) -> int:
         return EXIT_INCONCLUSIVE
     status = _verdict_status(verdict)
     summary = getattr(verdict, "summary", None)
-    print(f"verdict: {status}" + (f" - {summary}" if isinstance(summary, str) and summary else ""))
+    if callable(summary):
+        summary = summary()
+    print(f"verdict: {summary if isinstance(summary, str) and summary.startswith(status) else status}")
     print(f"run directory: {run_dir}")
     if status == "fail":
         return EXIT_FAIL

@@ -1,0 +1,65 @@
+"""The quorum tailer: incremental reads, partial lines, takeovers and stale refusals per surface."""
+
+from __future__ import annotations
+
+import json
+
+from soak.history import HistoryWriter
+from soak.spi import Lease
+from soak.storm.quorum import QuorumTracker
+from soak.workloads import get_workload
+
+
+def _tracker(tmp_path, thresholds):
+    return QuorumTracker(tmp_path, get_workload("runs").new_counter(), thresholds)
+
+
+def test_takeovers_stale_refusals_and_partial_lines(tmp_path):
+    w = HistoryWriter(tmp_path / "w0.1.jsonl", "w0.1")
+    q = _tracker(tmp_path, {"takeovers": 1, "stale_append": 1, "stale_cross": 1, "accepted_append": 1})
+    e1 = Lease("r0", "w0.1", 1)
+    i = w.invoke("acquire", "r0", None, "live", {"owner": "w0.1"})
+    w.complete(i, "ok", {"epoch": 1})
+    i = w.invoke("append", "r0", e1, "live", {"seq": 1, "tag": "w0.1#1", "c": 1})
+    w.complete(i, "ok")
+    q.poll()
+    assert q.counts()["accepted_append"] == 1 and not q.met()
+    # epoch 2 granted while epoch 1 was never released: a takeover
+    i = w.invoke("acquire", "r0", None, "live", {"owner": "w0.1"})
+    w.complete(i, "ok", {"epoch": 2})
+    i = w.invoke("append", "r0", e1, "stale", {"seq": 2, "tag": "w0.1#4", "c": 2})
+    # a completion line cut in half: not counted until its newline arrives
+    line = json.dumps({"t": "fail", "p": "w0.1", "i": i, "ts": 1, "err": "LeaseHeldError", "v": {}}) + "\n"
+    with open(tmp_path / "w0.1.jsonl", "a") as fh:
+        fh.write(line[:10])
+    q.poll()
+    assert q.counts()["takeovers"] == 1 and q.counts().get("stale_append", 0) == 0
+    with open(tmp_path / "w0.1.jsonl", "a") as fh:
+        fh.write(line[10:])
+    i = w.invoke("blob_put", "r1", e1, "stale", {"ref": "r1/b0", "tag": f"w0.1#{w.next_index()}", "c": 3})
+    w.complete(i, "fail", error="LeaseHeldError")
+    q.poll()
+    counts = q.counts()
+    assert counts["stale_append"] == 1 and counts["stale_cross"] == 1 and counts["stale_refusals"] == 2
+    assert q.met()
+
+
+def test_released_epoch_is_not_a_takeover_and_events_count(tmp_path):
+    w = HistoryWriter(tmp_path / "w1.1.jsonl", "w1.1")
+    n = HistoryWriter(tmp_path / "nemesis.jsonl", "nemesis")
+    q = _tracker(tmp_path, {"takeovers": 1, "pauses_in_call": 1})
+    i = w.invoke("acquire", "r0", None, "live", {"owner": "w1.1"})
+    w.complete(i, "ok", {"epoch": 1})
+    i = w.invoke("release", "r0", Lease("r0", "w1.1", 1), "live", {})
+    w.complete(i, "ok")
+    i = w.invoke("acquire", "r0", None, "live", {"owner": "w1.1"})
+    w.complete(i, "ok", {"epoch": 2})
+    n.event("pause", {"target": "w1.1", "in_call": True})
+    n.event("pause", {"target": "w1.1", "in_call": False})
+    n.event("kill", {"target": "w1.1", "in_call": False})
+    w.event("stall", {"ms": 350})
+    q.poll()
+    counts = q.counts()
+    assert counts["takeovers"] == 0 and counts["grants"] == 2
+    assert counts["pauses"] == 2 and counts["pauses_in_call"] == 1 and counts["kills"] == 1 and counts["stalls"] == 1
+    assert not q.met()

@@ -1,0 +1,154 @@
+"""Storms with real worker processes: quorum, clean histories, nemesis, failures that end cleanly."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from soak.errors import ScenarioError
+from soak.history import Operation, operations
+from soak.rundir import history_paths, load_run_info, load_snapshot
+from soak.scenario import load_scenario
+from soak.stores import resolve
+from soak.storm import run_storm
+
+# -- vendor-style factories defined in this test file: they reach the workers through dill ----
+
+
+def exploding_store(location: str, *, lease_ttl_ms: int):
+    raise RuntimeError("vendor bootstrap exploded: no schema")
+
+
+def hanging_store(location: str, *, lease_ttl_ms: int):
+    """The reference SQLite store, except that every append hangs forever."""
+    from soak.stores.sqlite import open_sqlite
+
+    store = open_sqlite(location, lease_ttl_ms=lease_ttl_ms)
+
+    def append(run_id, entry, lease=None):
+        time.sleep(3600)
+
+    store.append = append
+    return store
+
+
+def _events(run_dir: Path) -> list[dict]:
+    return [json.loads(line) for line in (run_dir / "history" / "nemesis.jsonl").read_text().splitlines()]
+
+
+def _worker_pids(run_dir: Path) -> set[int]:
+    pids = set()
+    for path in (run_dir / "history").glob("w*.jsonl"):
+        for line in path.read_text().splitlines():
+            if line.endswith("}"):
+                rec = json.loads(line)
+                if rec.get("kind") == "start":
+                    pids.add(rec["v"]["pid"])
+    return pids
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def _small_smoke():
+    """The smoke preset with a quorum small enough for the fast test tier (every kind still > 0)."""
+    sc = load_scenario("smoke", {"time_bound_s": 40.0, "kill_interval_s": 1.0})
+    small = {k: max(1, v // 5) for k, v in sc.quorum.items()}
+    return dataclasses.replace(sc, quorum=small)
+
+
+def test_small_storm_reaches_quorum_with_every_nemesis_kind_and_clean_history(tmp_path):
+    sc = _small_smoke()
+    run_dir = tmp_path / "run"
+    info = run_storm(sc, resolve("sqlite:"), run_dir, progress=False)
+    assert info.status == "quorum", info.quorum_reached
+    assert info.seed > 0 and len(info.worker_seeds) >= sc.workers
+    assert load_run_info(run_dir).status == "quorum"
+    # every history file pairs cleanly (raises HistoryCorruptError otherwise)
+    ops = [x for x in operations(history_paths(run_dir)) if isinstance(x, Operation)]
+    assert sum(op.f == "open" and op.outcome == "ok" for op in ops) >= sc.workers
+    assert {op.intent for op in ops} >= {"live", "stale", "cross", "side", "boot"}
+    # stale refusals are typed
+    stale = [op for op in ops if op.intent == "stale" and op.f not in ("load",)]
+    assert stale and all(op.outcome != "fail" or op.error in ("LeaseHeldError", "StoreBusyError",
+                                                                 "JournalOrderError") for op in stale)
+    kinds = {e["kind"] for e in _events(run_dir)}
+    assert {"pause", "resume", "kill", "spawn"} <= kinds
+    # a SIGSTOP landed inside a store call: the flag is read after the kernel reported the stop
+    assert any(e["kind"] == "pause" and e["v"]["in_call"] and e["v"]["stopped"] for e in _events(run_dir))
+    snap = load_snapshot(run_dir)
+    assert set(snap.journals) == {*info.runs, *info.side_runs, "xr"}
+    assert snap.journals["xr"] == [] and not snap.read_errors
+    assert (run_dir / "scenario.toml").read_text().count(f"seed = {info.seed}") == 1
+    # every worker incarnation is gone once run_storm returns
+    assert len(_worker_pids(run_dir)) >= sc.workers + 1  # at least one replacement after a kill
+    assert not [p for p in _worker_pids(run_dir) if _alive(p)]
+
+
+def test_memory_store_is_refused(tmp_path):
+    with pytest.raises(ScenarioError, match="shared across processes"):
+        run_storm(load_scenario("smoke"), resolve("memory:"), tmp_path / "run", progress=False)
+
+
+def test_factory_that_raises_ends_with_error_naming_it(tmp_path):
+    sc = load_scenario("smoke", {"workers": 2, "time_bound_s": 30.0})
+    started = time.monotonic()
+    info = run_storm(sc, resolve(exploding_store), tmp_path / "run", progress=False)
+    assert time.monotonic() - started < 25
+    assert info.status == "error"
+    assert "vendor bootstrap exploded" in info.error and "every worker failed to boot" in info.error
+    ops = [x for x in operations(history_paths(tmp_path / "run")) if isinstance(x, Operation)]
+    assert [op.outcome for op in ops if op.f == "open"] == ["info", "info"]
+
+
+def test_store_whose_calls_hang_ends_with_the_ops_unknown(tmp_path):
+    sc = load_scenario("smoke", {"workers": 2, "time_bound_s": 5.0, "call_timeout_s": 1.0,
+                                 "pause_interval_s": 0.0, "kill_interval_s": 0.0, "grace_s": 0.5})
+    started = time.monotonic()
+    info = run_storm(sc, resolve(hanging_store), tmp_path / "run", progress=False)
+    assert time.monotonic() - started < 30
+    assert info.status == "timeout"
+    timeouts = [e for e in _events(tmp_path / "run") if e["kind"] == "timeout-kill"]
+    assert timeouts and all(e["v"]["surface"] == "append" and e["v"]["in_call"] for e in timeouts)
+    appends = [x for x in operations(history_paths(tmp_path / "run"))
+               if isinstance(x, Operation) and x.f == "append" and x.intent == "live"]
+    assert appends and all(op.outcome == "info" for op in appends)
+
+
+def test_sigkill_of_the_orchestrator_leaves_no_worker_alive(tmp_path):
+    run_dir = tmp_path / "run"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "soak.cli", "storm", "--quiet", "--out", str(run_dir),
+         "--time-bound", "60", "--set", "kill_interval_s=0"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        pids: set[int] = set()
+        while time.monotonic() < deadline and len(pids) < 4:
+            time.sleep(0.1)
+            pids = _worker_pids(run_dir) if (run_dir / "history").is_dir() else set()
+        assert len(pids) >= 4, "workers did not start"
+        time.sleep(0.5)  # mid-storm
+        assert all(psutil.pid_exists(p) for p in pids)
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline and any(_alive(p) for p in pids):
+        time.sleep(0.05)
+    assert not [p for p in pids if _alive(p)]

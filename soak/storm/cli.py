@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 from pathlib import Path
@@ -81,7 +82,14 @@ def run_cli(args: argparse.Namespace) -> int:
     _update_latest(run_dir)
     reached = ", ".join(f"{k} {v}/{info.quorum_target.get(k, 0)}" for k, v in info.quorum_reached.items()
                         if v < info.quorum_target.get(k, 0))
-    print(f"storm: {info.status} (seed {info.seed}, {info.workers} workers, store {info.store})"
+    took = ""
+    try:
+        extra = json.loads((run_dir / "storm.json").read_text())
+        if extra.get("time_to_quorum_s") is not None:
+            took = f", quorum in {extra['time_to_quorum_s']:.1f} s"
+    except (OSError, ValueError):
+        pass
+    print(f"storm: {info.status} (seed {info.seed}, {info.workers} workers, store {info.store}{took})"
           + (f"; short of quorum: {reached}" if reached and info.status != "quorum" else ""))
     if info.status == "error":
         print(f"soak: storm error: {info.error}", file=sys.stderr)

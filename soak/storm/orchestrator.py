@@ -37,11 +37,11 @@ from soak.rundir import (
     write_json,
 )
 from soak.scenario import Scenario, dump_scenario
+from soak.stores import redact
 from soak.storm.nemesis import Nemesis, WorkerHandle, call_state
 from soak.storm.quorum import QuorumTracker
 from soak.storm.worker import (
     BOOT_FAILED,
-    CRASHED,
     IN_CALL,
     OP_INDEX,
     PHASE,
@@ -185,10 +185,9 @@ class _Storm:
         if self.handles and all(int(h.state[PHASE]) == BOOT_FAILED for h in self.handles):
             first = self.quorum.boot_failures[0] if self.quorum.boot_failures else "no message recorded"
             return f"every worker failed to boot the store ({len(self.handles)} of {len(self.handles)}): {first}"
-        if self.handles and not any(h.alive() for h in self.handles):
+        if self.handles:
             crashes = self.quorum.crashes[:1] or self.quorum.boot_failures[:1] or ["no message recorded"]
-            if all(int(h.state[PHASE]) in (BOOT_FAILED, CRASHED) for h in self.handles if not h.killed):
-                return f"no worker left running: {crashes[0]}"
+            return f"no worker left running (boot failures, crashes or exits): {crashes[0]}"
         return None
 
     # -- stop -------------------------------------------------------------------------------
@@ -259,7 +258,7 @@ class _Storm:
             self.spawn(slot, "start")
         self.nemesis = Nemesis(self.sc, self.rng, self.events, start_ns=start)
         bound = start + int(self.sc.time_bound_s * 1e9)
-        display = _Display(self.sc.quorum, enabled=self.show_progress)
+        display = _Display(self.sc.quorum, self.sc.time_bound_s, enabled=self.show_progress)
         quorum_at: float | None = None
         last_poll = last_sample = 0
         extra: dict[str, Any] = {}
@@ -285,15 +284,16 @@ class _Storm:
                     if now >= bound:
                         status = "timeout"
                         break
+                    self.nemesis.step(self.live())  # killed workers are replaced in reap()
+                    self.check_call_timeouts()
+                    self.reap()
                     err = self.boot_error()
                     if err:
+                        self.quorum.poll()
+                        err = self.boot_error() or err  # with the boot messages read
                         status = "error"
                         info.error = err
                         break
-                    for h in self.nemesis.step(self.live()):
-                        pass  # replaced in reap() once the kernel has reaped it
-                    self.check_call_timeouts()
-                    self.reap()
                     time.sleep(_TICK_S)
         finally:
             extra.update(self.stop_all())
@@ -313,8 +313,10 @@ class _Storm:
 class _Display:
     """Live rich progress bars, one per quorum threshold (a no-op when disabled)."""
 
-    def __init__(self, thresholds: dict[str, int], *, enabled: bool) -> None:
+    def __init__(self, thresholds: dict[str, int], time_bound_s: float, *, enabled: bool) -> None:
         self.thresholds = thresholds
+        self.time_bound_s = time_bound_s
+        self.clock = None
         self.enabled = enabled and bool(thresholds)
         self.progress = None
         self.tasks: dict[str, Any] = {}
@@ -329,6 +331,7 @@ class _Display:
                 TextColumn("{task.fields[note]}"), console=Console(stderr=True), transient=False,
             )
             self.progress.__enter__()
+            self.clock = self.progress.add_task("time bound (s)", total=self.time_bound_s, note="")
             for key, target in self.thresholds.items():
                 self.tasks[key] = self.progress.add_task(key, total=max(target, 1), note="")
         return self
@@ -336,6 +339,7 @@ class _Display:
     def update(self, counts: dict[str, int], elapsed_s: float) -> None:
         if self.progress is None:
             return
+        self.progress.update(self.clock, completed=min(elapsed_s, self.time_bound_s), note=f"{elapsed_s:.1f}s")
         for key, task in self.tasks.items():
             target = self.thresholds[key]
             self.progress.update(task, completed=min(counts.get(key, 0), max(target, 1)),
@@ -367,7 +371,7 @@ def run_storm(
             "processes: use sqlite: or a networked store"
         )
     seed = scenario.seed or secrets.randbelow(2**31 - 1) + 1
-    scenario = dataclasses.replace(scenario, seed=seed, store=target.spec)
+    scenario = dataclasses.replace(scenario, seed=seed, store=redact(target.spec))
     run_dir = Path(out_dir) if out_dir is not None else default_run_dir(scenario.name)
     if run_dir.exists() and any(run_dir.iterdir()):
         raise ScenarioError(f"run directory {run_dir} already exists and is not empty; pass a new --out DIR")
@@ -377,7 +381,7 @@ def run_storm(
     info = RunInfo(
         soak_version=__version__,
         workload=scenario.workload,
-        store=target.spec,
+        store=redact(target.spec),
         seed=seed,
         lease_ttl_ms=scenario.lease_ttl_ms,
         workers=scenario.workers,

@@ -152,3 +152,31 @@ def test_sigkill_of_the_orchestrator_leaves_no_worker_alive(tmp_path):
     while time.monotonic() < deadline and any(_alive(p) for p in pids):
         time.sleep(0.05)
     assert not [p for p in pids if _alive(p)]
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_ctrl_c_or_sigterm_ends_the_storm_cleanly_as_interrupted(tmp_path, sig):
+    run_dir = tmp_path / "run"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "soak.cli", "storm", "--quiet", "--out", str(run_dir), "--time-bound", "60"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        pids: set[int] = set()
+        while time.monotonic() < deadline and len(pids) < 4:
+            time.sleep(0.1)
+            pids = _worker_pids(run_dir) if (run_dir / "history").is_dir() else set()
+        time.sleep(0.5)
+        os.killpg(proc.pid, sig)  # like Ctrl-C in a terminal: the whole process group gets it
+        out, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 3, out + err
+    assert "Traceback" not in err
+    info = load_run_info(run_dir)
+    assert info.status == "interrupted"
+    assert (run_dir / "final_state.json").is_file()
+    assert not [p for p in _worker_pids(run_dir) if _alive(p)]
+    list(operations(history_paths(run_dir)))  # what was recorded still pairs cleanly

@@ -1,0 +1,236 @@
+"""The boot storm: many real processes open one fresh store location at once (`concurrent-boot`).
+
+Each round gets a fresh empty location. N worker processes (spawn context, started once and
+reused across rounds so a round costs a store boot, not an interpreter start) wait behind a
+barrier, then each opens the store, does one tiny round trip (acquire, append, release on its
+own run) and closes it. Every failure is recorded with its exception type and message; a
+round that does not finish within the timeout has its stragglers killed and counted as hung.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+import tempfile
+import time
+import traceback
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from soak.errors import HarnessError
+from soak.stores import StoreTarget, redact, resolve
+
+__all__ = ["BootFailure", "BootReport", "boot_storm", "configure_parser", "run_cli"]
+
+
+@dataclass(frozen=True, slots=True)
+class BootFailure:
+    """One process that did not come up (or did not finish its round trip) in one round."""
+
+    round: int
+    process: int
+    kind: str  # exception type name, or "hung"
+    message: str
+
+
+@dataclass(slots=True)
+class BootReport:
+    """What a boot storm saw: attempts, failures by type, boot times."""
+
+    store: str
+    processes: int
+    rounds: int
+    attempts: int = 0
+    failures_list: list[BootFailure] = field(default_factory=list)
+    boot_times_s: list[float] = field(default_factory=list)
+    elapsed_s: float = 0.0
+
+    @property
+    def failures(self) -> int:
+        return len(self.failures_list)
+
+    @property
+    def ok(self) -> bool:
+        return self.attempts > 0 and not self.failures_list
+
+    @property
+    def worst_boot_s(self) -> float:
+        return max(self.boot_times_s, default=0.0)
+
+    def by_type(self) -> dict[str, int]:
+        return dict(Counter(f.kind for f in self.failures_list).most_common())
+
+    def summary(self) -> str:
+        if not self.failures_list:
+            return "no failures"
+        first = self.failures_list[0]
+        kinds = ", ".join(f"{k} x{n}" for k, n in self.by_type().items())
+        return f"{kinds}; first: round {first.round} process {first.process}: {first.kind}: {first.message}"
+
+
+def _worker(index: int, target: StoreTarget, lease_ttl_ms: int, tasks: Any, results: Any, barrier: Any) -> None:
+    """One boot process: for each round's location, wait at the barrier, open, round-trip, close."""
+    # Imports happen here too: under spawn this body runs in a fresh interpreter.
+    from soak.spi import JournalEntry
+
+    while True:
+        task = tasks.get()
+        if task is None:
+            return
+        rnd, location = task
+        try:
+            barrier.wait(timeout=60)
+        except Exception as exc:  # a broken barrier: report and go on to the next round
+            results.put((rnd, index, "BrokenBarrierError", f"barrier broke: {exc!r}", None))
+            continue
+        t0 = time.monotonic()
+        boot_s = None
+        try:
+            store = target.open(location, lease_ttl_ms, timeout_s=None)
+            boot_s = time.monotonic() - t0
+            try:
+                run = f"boot-{index}"
+                lease = store.acquire(run, f"p{index}")
+                store.append(run, JournalEntry(1, f"p{index}".encode()), lease)
+                if store.load(run) != [JournalEntry(1, f"p{index}".encode())]:
+                    raise AssertionError(f"round trip read back {store.load(run)!r}")
+                store.release(lease)
+            finally:
+                store.close()
+            results.put((rnd, index, None, "", boot_s))
+        except BaseException as exc:  # noqa: BLE001 - every failure is data
+            cause = exc.__cause__ if type(exc).__name__ == "StoreBootError" and exc.__cause__ else exc
+            msg = " ".join(str(cause).split())[:300] or "".join(traceback.format_exception_only(cause)).strip()
+            results.put((rnd, index, type(cause).__name__, msg, boot_s))
+
+
+class _Pool:
+    """N spawned boot workers plus the barrier that releases them together."""
+
+    def __init__(self, ctx: Any, n: int, target: StoreTarget, lease_ttl_ms: int) -> None:
+        self.results = ctx.Queue()
+        self.barrier = ctx.Barrier(n)
+        self.tasks = [ctx.Queue() for _ in range(n)]
+        self.procs = [
+            ctx.Process(target=_worker, args=(i, target, lease_ttl_ms, self.tasks[i], self.results, self.barrier),
+                        daemon=True, name=f"soak-boot-{i}")
+            for i in range(n)
+        ]
+        for p in self.procs:
+            p.start()
+
+    def stop(self, *, kill: bool = False) -> None:
+        for q in self.tasks:
+            try:
+                q.put(None)
+            except Exception:  # noqa: BLE001
+                pass
+        for p in self.procs:
+            if kill:
+                p.kill()
+            p.join(2 if not kill else 1)
+            if p.is_alive():
+                p.kill()
+                p.join(1)
+
+
+def boot_storm(
+    target: StoreTarget | str,
+    *,
+    processes: int = 16,
+    rounds: int = 20,
+    lease_ttl_ms: int = 250,
+    timeout_s: float = 60.0,
+    root: str | None = None,
+) -> BootReport:
+    """Open one fresh location from `processes` real processes at once, `rounds` times.
+
+    `root` is a directory for the per-round locations (default: a temp directory); each round's
+    location is removed after the round.
+    """
+    import multiprocess
+
+    if processes < 1 or rounds < 1:
+        raise HarnessError(f"boot storm needs at least 1 process and 1 round, got -n {processes} --rounds {rounds}")
+    if not isinstance(target, StoreTarget):
+        target = resolve(target)
+    report = BootReport(redact(target.spec), processes, rounds)
+    ctx = multiprocess.get_context("spawn")
+    base = tempfile.mkdtemp(prefix="soak-boot-", dir=root)
+    t_start = time.monotonic()
+    pool = _Pool(ctx, processes, target, lease_ttl_ms)
+    try:
+        for rnd in range(1, rounds + 1):
+            location = os.path.join(base, f"round-{rnd}")
+            os.mkdir(location)
+            for q in pool.tasks:
+                q.put((rnd, location))
+            seen: set[int] = set()
+            # Worker start-up (first round) is not boot time: allow it on top of the timeout.
+            deadline = time.monotonic() + timeout_s + (30 if rnd == 1 else 0)
+            while len(seen) < processes:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    break
+                try:
+                    r_round, index, kind, msg, boot_s = pool.results.get(timeout=min(remaining, 1.0))
+                except Exception:  # queue.Empty
+                    if not any(p.is_alive() for i, p in enumerate(pool.procs) if i not in seen):
+                        break
+                    continue
+                if r_round != rnd or index in seen:
+                    continue
+                seen.add(index)
+                report.attempts += 1
+                if boot_s is not None:
+                    report.boot_times_s.append(boot_s)
+                if kind is not None:
+                    report.failures_list.append(BootFailure(rnd, index, kind, msg))
+            missing = [i for i in range(processes) if i not in seen]
+            if missing:
+                for i in missing:
+                    report.attempts += 1
+                    dead = not pool.procs[i].is_alive()
+                    report.failures_list.append(BootFailure(
+                        rnd, i, "died" if dead else "hung",
+                        f"exit code {pool.procs[i].exitcode}" if dead else f"no result within {timeout_s:.0f} s; killed",
+                    ))
+                # A hung or dead worker leaves the barrier unusable: start a fresh pool.
+                pool.barrier.abort()
+                pool.stop(kill=True)
+                if rnd < rounds:
+                    pool = _Pool(ctx, processes, target, lease_ttl_ms)
+            shutil.rmtree(location, ignore_errors=True)
+    finally:
+        pool.stop()
+        shutil.rmtree(base, ignore_errors=True)
+    report.elapsed_s = time.monotonic() - t_start
+    return report
+
+
+# -- command line ---------------------------------------------------------------------------
+
+def configure_parser(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--store", default="sqlite:", metavar="SPEC", help="store spec (default sqlite:)")
+    p.add_argument("-n", "--processes", type=int, default=16, help="processes opening the location at once (default 16)")
+    p.add_argument("--rounds", type=int, default=20, help="rounds, each on a fresh location (default 20)")
+    p.add_argument("--ttl-ms", type=int, default=250, help="lease ttl for the round trip (default 250)")
+    p.add_argument("--timeout", type=float, default=60.0, help="seconds before a round's stragglers are killed")
+
+
+def run_cli(args: argparse.Namespace) -> int:
+    report = boot_storm(args.store, processes=args.processes, rounds=args.rounds,
+                        lease_ttl_ms=args.ttl_ms, timeout_s=args.timeout)
+    print(f"soak boot: {report.store}  {report.processes} processes x {report.rounds} rounds "
+          f"in {report.elapsed_s:.1f} s")
+    print(f"  attempts {report.attempts}, failures {report.failures}, "
+          f"worst boot {report.worst_boot_s * 1000:.0f} ms")
+    for kind, n in report.by_type().items():
+        first = next(f for f in report.failures_list if f.kind == kind)
+        print(f"  {kind}: {n} (first: round {first.round} process {first.process}: {first.message})")
+    print("PASS" if report.ok else "FAIL")
+    sys.stdout.flush()
+    return 0 if report.ok else 1

@@ -80,8 +80,9 @@ def run_cli(args: argparse.Namespace) -> int:
     run_dir = Path(args.out) if args.out else default_run_dir(scenario.name)
     info = run_storm(scenario, target, run_dir, progress=progress)
     _update_latest(run_dir)
-    reached = ", ".join(f"{k} {v}/{info.quorum_target.get(k, 0)}" for k, v in info.quorum_reached.items()
-                        if v < info.quorum_target.get(k, 0))
+    short = [f"{k} {v}/{info.quorum_target.get(k, 0)}" for k, v in info.quorum_reached.items()
+             if v < info.quorum_target.get(k, 0)]
+    reached = ", ".join(short[:6]) + (f" and {len(short) - 6} more" if len(short) > 6 else "")
     took = ""
     try:
         extra = json.loads((run_dir / "storm.json").read_text())
@@ -90,7 +91,9 @@ def run_cli(args: argparse.Namespace) -> int:
     except (OSError, ValueError):
         pass
     print(f"storm: {info.status} (seed {info.seed}, {info.workers} workers, store {info.store}{took})"
-          + (f"; short of quorum: {reached}" if reached and info.status != "quorum" else ""))
+          + (f"; short of quorum: {reached}" if reached and info.status not in ("quorum", "error") else ""))
+    if info.error and info.status != "error":
+        print(f"cause: {info.error}")
     if info.status == "error":
         print(f"soak: storm error: {info.error}", file=sys.stderr)
         print(f"run directory: {run_dir}")

@@ -121,6 +121,7 @@ class _Storm:
         self.nemesis = Nemesis(scenario, self.rng, self.events)
         self.quorum = QuorumTracker(self.history_dir, self.workload.new_counter(), scenario.quorum)
         self.timeline: list[dict[str, Any]] = []
+        self.hung: dict[str, int] = {}  # surface -> store calls killed for exceeding call_timeout_s
 
     # -- workers ----------------------------------------------------------------------------
 
@@ -175,6 +176,8 @@ class _Storm:
             op = int(h.state[OP_INDEX])
             elapsed = now - int(h.state[SINCE_NS]) - h.pause_credit.get(op, 0)
             if elapsed > limit and h.state[IN_CALL] and int(h.state[OP_INDEX]) == op:
+                surface = call_state(h)["surface"] or "?"
+                self.hung[surface] = self.hung.get(surface, 0) + 1
                 self.nemesis.kill(h, "timeout-kill", elapsed_ms=round(elapsed / 1e6, 1),
                                   call_timeout_s=self.sc.call_timeout_s)
 
@@ -298,6 +301,11 @@ class _Storm:
         finally:
             extra.update(self.stop_all())
         info.status = status
+        if self.hung and info.error is None:
+            calls = ", ".join(f"{f} x{n}" for f, n in sorted(self.hung.items()))
+            info.error = (f"store calls hung past call_timeout_s={self.sc.call_timeout_s:g} s and were killed "
+                          f"({calls}); their operations are unknown")
+        extra["hung_calls"] = dict(self.hung)
         self.quorum.poll()
         self.quorum.finish()
         extra["time_to_quorum_s"] = quorum_at

@@ -121,6 +121,7 @@ def test_store_whose_calls_hang_ends_with_the_ops_unknown(tmp_path):
     info = run_storm(sc, resolve(hanging_store), tmp_path / "run", progress=False)
     assert time.monotonic() - started < 30
     assert info.status == "timeout"
+    assert "hung past call_timeout_s=1 s" in info.error and "append" in info.error
     timeouts = [e for e in _events(tmp_path / "run") if e["kind"] == "timeout-kill"]
     assert timeouts and all(e["v"]["surface"] == "append" and e["v"]["in_call"] for e in timeouts)
     appends = [x for x in operations(history_paths(tmp_path / "run"))

@@ -1,0 +1,67 @@
+"""pytest plugin (entry point `soak`): `--store SPEC` and `--soak-profile` for the model suites.
+
+A thin layer over `soak.model`: the `soak_store` fixture is the resolved store target and
+`soak_settings` the Hypothesis settings of the chosen profile, so `pytest models --store memory:`
+runs the same machine as `soak model --store memory:`.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+DEFAULT_STORE = "sqlite:"
+_PROFILES = ("ci", "dev", "nightly")  # mirrors soak.model.PROFILES; kept here so loading stays cheap
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("soak", "soak store models")
+    group.addoption(
+        "--store",
+        dest="soak_store",
+        default=DEFAULT_STORE,
+        metavar="SPEC",
+        help=f"store spec the soak model suites run against (default: {DEFAULT_STORE})",
+    )
+    group.addoption(
+        "--soak-profile",
+        dest="soak_profile",
+        default=None,
+        choices=_PROFILES,
+        help="Hypothesis profile for the soak models: dev, ci or nightly (default: ci under CI, else dev)",
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    spec = config.getoption("soak_store", DEFAULT_STORE)
+    if spec != DEFAULT_STORE:  # a bad spec is a one-line usage error, before any test runs
+        from soak.errors import HarnessError
+        from soak.stores import resolve
+
+        try:
+            resolve(spec)
+        except HarnessError as exc:
+            raise pytest.UsageError(f"--store: {exc}") from None
+
+
+@pytest.fixture(scope="session")
+def soak_store(pytestconfig: pytest.Config):
+    """The `soak.stores.StoreTarget` named by `--store`."""
+    from soak.stores import resolve
+
+    return resolve(pytestconfig.getoption("soak_store"))
+
+
+@pytest.fixture(scope="session")
+def soak_profile(pytestconfig: pytest.Config) -> str:
+    """The model profile named by `--soak-profile` (default: `ci` under CI, else `dev`)."""
+    from soak.model import default_profile
+
+    return pytestconfig.getoption("soak_profile") or default_profile()
+
+
+@pytest.fixture(scope="session")
+def soak_settings(soak_profile: str):
+    """Hypothesis settings of the chosen model profile."""
+    from soak.model import model_settings
+
+    return model_settings(soak_profile)

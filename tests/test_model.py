@@ -1,0 +1,239 @@
+"""The Hypothesis model: passes on the reference stores, fails small broken ones with short programs.
+
+Each broken store below is a reference store with one defect. The model must fail it, name the
+clause it breaks, and shrink the failing program to a handful of steps.
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from hypothesis import settings as Settings
+
+from soak import model
+from soak.errors import ScenarioError, StoreSpecError
+from soak.oracle import LeaseStanding
+from soak.spi import LeaseHeldError, RunMeta
+from soak.stores.memory import MemoryStore
+from soak.stores.sqlite import SqliteStore, open_sqlite
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# Derandomized and small: a broken store is caught within these, and shrinking stays quick.
+FAST = Settings(model.model_settings("ci"), max_examples=40, stateful_step_count=15)
+
+
+# -- broken stores ----------------------------------------------------------------------------
+
+class UnfencedMetaStore(MemoryStore):
+    """put_meta skips the fence: stale and foreign leases write meta."""
+
+    def put_meta(self, meta: RunMeta, lease=None) -> None:
+        with self._lock:
+            self._oracle.put_meta(meta, None, self._clock())
+
+
+class EpochResetOnRelease(SqliteStore):
+    """release forgets the epoch high-water mark: the next acquire reissues epoch 1."""
+
+    def release(self, lease) -> None:
+        super().release(lease)
+        with self._tx() as conn:
+            conn.execute("DELETE FROM leases WHERE run_id = ?", (lease.run_id,))
+
+
+class NoRunMatchStore(MemoryStore):
+    """The blob fence checks the lease against the lease's own run, not the run the ref names."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        store = self
+
+        class Blobs(type(self.transcripts)):
+            def put(self, ref, blob, lease=None):
+                with store._lock:
+                    if lease is not None:
+                        store._oracle.fence(lease.run_id, lease, store._clock())
+                    store._oracle.blob_put(ref, blob, None, store._clock())
+
+        self.transcripts = Blobs(self)
+
+
+class UntypedAcquireRefusal(MemoryStore):
+    """acquire refuses a live holder with RuntimeError instead of LeaseHeldError."""
+
+    def acquire(self, run_id: str, owner: str):
+        try:
+            return super().acquire(run_id, owner)
+        except LeaseHeldError as exc:
+            raise RuntimeError(f"run {run_id} is busy") from exc
+
+
+class RefusesLiveRenew(MemoryStore):
+    """renew is always refused: safe, but it starves the live holder."""
+
+    def renew(self, lease):
+        raise LeaseHeldError(lease.run_id, None, "renew not supported")
+
+
+def _memory_factory(cls):
+    def factory(location: str, *, lease_ttl_ms: int, clock=None):
+        return cls(lease_ttl_ms, clock=clock or time.monotonic)
+
+    factory.__qualname__ = f"open_{cls.__name__}"
+    return factory
+
+
+open_untyped_acquire = _memory_factory(UntypedAcquireRefusal)  # named by spec in the CLI test
+
+
+def open_epoch_reset(location: str, *, lease_ttl_ms: int, clock=None):
+    return EpochResetOnRelease(str(Path(location) / "store.db"), lease_ttl_ms, clock=clock or time.time)
+
+
+def open_sqlite_no_clock(location: str, *, lease_ttl_ms: int):
+    """A factory without `clock=`: the model falls back to real time."""
+    return open_sqlite(location, lease_ttl_ms=lease_ttl_ms)
+
+
+class AcquireWhileLiveNoClock(SqliteStore):
+    def acquire(self, run_id: str, owner: str):
+        with self._tx() as conn:
+            conn.execute("UPDATE leases SET released = 1 WHERE run_id = ?", (run_id,))
+        return super().acquire(run_id, owner)
+
+
+def open_acquire_while_live_no_clock(location: str, *, lease_ttl_ms: int):
+    return AcquireWhileLiveNoClock(str(Path(location) / "store.db"), lease_ttl_ms)
+
+
+# -- the reference stores pass ----------------------------------------------------------------
+
+@pytest.mark.parametrize("spec", ["memory:", "sqlite:"])
+def test_reference_stores_pass(spec):
+    outcome = model.check_model(spec, settings=Settings(FAST, max_examples=60, stateful_step_count=30))
+    assert outcome.passed, (outcome.error, outcome.program)
+
+
+def test_real_time_mode_passes_on_a_store_without_a_clock():
+    machine = model.machine_for(open_sqlite_no_clock)
+    assert machine.fake_clock is False and machine.lease_ttl_ms == model.REAL_TTL_MS
+    outcome = model.check_model(open_sqlite_no_clock, settings=Settings(FAST, max_examples=6, stateful_step_count=12))
+    assert outcome.passed, (outcome.error, outcome.program)
+
+
+# -- broken stores fail, name the clause, and shrink to a few steps ---------------------------
+
+@pytest.mark.parametrize(
+    "factory, clauses, rule",
+    [
+        (_memory_factory(UnfencedMetaStore), {"stale-rejected", "run-match"}, "state.put_meta("),
+        (open_epoch_reset, {"epoch-monotonic"}, "state.release("),
+        (_memory_factory(NoRunMatchStore), {"run-match"}, "state.put_blob("),
+        (_memory_factory(UntypedAcquireRefusal), {"typed-refusal"}, "state.acquire("),
+        (_memory_factory(RefusesLiveRenew), {"live-accepted"}, "state.renew("),
+    ],
+    ids=["unfenced-meta", "epoch-reset-on-release", "no-run-match", "untyped-refusal", "refuses-live-renew"],
+)
+def test_broken_store_fails_with_a_short_program(factory, clauses, rule):
+    outcome = model.check_model(factory, settings=FAST)
+    assert not outcome.passed
+    assert outcome.clause in clauses, outcome.error
+    assert outcome.steps <= 4, "\n".join(outcome.program)
+    assert any(line.lstrip().startswith(rule) or f"= {rule}" in line for line in outcome.program), outcome.program
+    assert outcome.program[0].startswith("state = ") and outcome.program[-1] == "state.teardown()"
+    assert f"[{outcome.clause}]" in outcome.error
+
+
+def test_real_time_mode_catches_a_double_grant():
+    outcome = model.check_model(
+        open_acquire_while_live_no_clock, settings=Settings(FAST, max_examples=20, stateful_step_count=10)
+    )
+    assert not outcome.passed and outcome.clause == "lease-exclusive", outcome.error
+    assert outcome.steps <= 3, outcome.program
+
+
+def test_run_model_raises_the_contract_violation():
+    with pytest.raises(model.ContractViolation) as info:
+        model.run_model(_memory_factory(UntypedAcquireRefusal), settings=FAST)
+    assert info.value.clause == "typed-refusal"
+    assert any("state.acquire(" in note for note in getattr(info.value, "__notes__", ()))
+
+
+# -- expiry boundary: either outcome allowed, the model follows the store -------------------
+
+def test_standing_near_expiry_counts_as_expired():
+    machine = model.machine_for("memory:")()
+    try:
+        lease = machine.oracle.acquire("r1", "w1", machine.clock.now)
+        expiry = machine.clock.now + machine.oracle.ttl
+        assert machine._standing(lease, "r1", expiry - 1, expiry - 1) is LeaseStanding.LIVE
+        assert machine._standing(lease, "r1", expiry, expiry) is LeaseStanding.EXPIRED
+        assert machine._standing(lease, "r2", expiry - 1, expiry - 1) is LeaseStanding.FOREIGN
+    finally:
+        machine.teardown()
+
+
+# -- settings and profiles --------------------------------------------------------------------
+
+def test_profiles_are_explicit_about_deadlines_and_randomness():
+    dev, ci, nightly = (model.model_settings(p) for p in ("dev", "ci", "nightly"))
+    for s in (dev, ci, nightly):
+        assert s.deadline is None
+    assert ci.derandomize is True and ci.database is None
+    assert nightly.derandomize is False and nightly.database is not None
+    assert nightly.max_examples > ci.max_examples >= dev.max_examples
+    assert model.model_settings("dev", max_examples=7).max_examples == 7
+
+
+def test_unknown_profile_and_bad_examples_name_the_fix():
+    with pytest.raises(ScenarioError, match="dev, ci, nightly"):
+        model.model_settings("weekly")
+    with pytest.raises(ScenarioError, match="at least 1"):
+        model.model_settings("dev", max_examples=0)
+    with pytest.raises(StoreSpecError):
+        model.machine_for("nosuchscheme:x")
+
+
+def test_machine_test_case_is_a_one_line_vendor_entry_point():
+    case = model.machine_test_case("memory:", settings=Settings(FAST, max_examples=5))
+    assert case.settings.max_examples == 5
+    result = case("runTest").run()
+    assert result.wasSuccessful(), result.failures + result.errors
+    broken = model.machine_test_case(_memory_factory(UnfencedMetaStore), settings=FAST)
+    result = broken("runTest").run()
+    assert not result.wasSuccessful()
+
+
+# -- the CLI and the pytest plugin ------------------------------------------------------------
+
+def _cli_args(**kw) -> argparse.Namespace:
+    p = argparse.ArgumentParser()
+    model.configure_parser(p)
+    argv = [f"--{k}={v}" for k, v in kw.items()]
+    return p.parse_args(argv)
+
+
+def test_cli_passes_and_fails_with_the_minimal_program(capsys):
+    assert model.run_cli(_cli_args(store="memory:", examples=5, profile="ci")) == 0
+    assert "pass" in capsys.readouterr().out
+    assert model.run_cli(_cli_args(store="tests.test_model:open_untyped_acquire", examples=30, profile="ci")) == 1
+    out = capsys.readouterr().out
+    assert "[typed-refusal]" in out and "minimal failing program:" in out
+    program = out.split("minimal failing program:")[1]
+    assert program.count("acquire(") == 2 and "state.teardown()" in program
+
+
+def test_pytest_models_runs_on_the_store_named_by_the_option():
+    cmd = [sys.executable, "-m", "pytest", "models", "-q", "-p", "no:cacheprovider", "--soak-profile", "ci"]
+    ok = subprocess.run([*cmd, "--store", "memory:"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert ok.returncode == 0, ok.stdout[-2000:] + ok.stderr[-2000:]
+    assert "1 passed" in ok.stdout
+    bad = subprocess.run([*cmd, "--store", "nosuchscheme:x"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert bad.returncode == 4
+    assert "--store:" in bad.stderr and "Traceback" not in bad.stderr

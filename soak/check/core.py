@@ -27,7 +27,7 @@ from typing import Any
 from soak.history import HistoryCorruptError, Operation, payload_for, tag_of
 from soak.check.verdict import Evidence, Verdict, Violation
 
-__all__ = ["CHECKERS", "Checker", "Facts", "check", "default_margin_ns", "scan"]
+__all__ = ["CHECKERS", "Checker", "Facts", "check", "default_margin_ns", "evidence", "scan"]
 
 _MUTATIONS = frozenset(("append", "put_meta", "delete", "blob_put", "blob_delete"))
 _LEASE_OPS = frozenset(("renew", "release"))
@@ -57,23 +57,51 @@ def _ev(op: Operation) -> Evidence:
     )
 
 
-class _Tenure:
-    """What the history says about one (run, epoch)."""
+def _lite(op: Operation) -> tuple[Any, ...]:
+    """A compact stand-in for `_ev(op)` (a plain tuple is several times cheaper to build)."""
+    lease = op.lease
+    return (op.process, op.index, op.f, op.run, lease.epoch if lease is not None else op.result.get("epoch"),
+            op.args.get("c"), op.outcome, op.invoke_ns, op.complete_ns, op.error)
 
-    __slots__ = ("run", "epoch", "grants", "marks", "rel_ok", "rel_ok_ev", "rel_inv", "mut", "lop", "unt", "users")
+
+def evidence(x: Evidence | Operation | tuple[Any, ...]) -> Evidence:
+    """Evidence from an operation, its compact tuple, or evidence itself."""
+    if type(x) is tuple:
+        return Evidence(x[0], x[1], x[2], x[3], x[4], x[5], x[6], x[7], x[8], f"{x[0]}#{x[1]}", x[9])
+    if type(x) is Evidence:
+        return x
+    return _ev(x)
+
+
+class _Tenure:
+    """What the history says about one (run, epoch). Operations are held as `Operation` or `_lite`."""
+
+    __slots__ = ("run", "epoch", "grants", "marks", "rel_ok", "rel_ok_ev", "rel_inv", "mut_inv", "mut", "lop_inv", "lop",
+                 "unt_inv", "unt", "users")
 
     def __init__(self, run: str, epoch: int) -> None:
         self.run = run
         self.epoch = epoch
-        self.grants: list[tuple[int, int, str, Evidence]] = []  # ok acquires: (invoke, complete, owner, ev)
-        self.marks: list[tuple[int, int, Evidence | None]] = []  # ok acquire/renew: (invoke, complete, ev)
+        self.grants: list[tuple[int, int, str, Any]] = []  # ok acquires: (invoke, complete, owner, op)
+        self.marks: list[tuple[int, int]] = []  # ok acquire/renew: (invoke, complete)
         self.rel_ok: float = _NEVER  # earliest completion of an ok release
-        self.rel_ok_ev: Evidence | None = None
+        self.rel_ok_ev: Any = None
         self.rel_inv: float = _NEVER  # earliest invocation of any release
-        self.mut: Evidence | None = None  # latest-invoked accepted mutation
-        self.lop: Evidence | None = None  # latest-invoked accepted renew/release
-        self.unt: Evidence | None = None  # latest-invoked untyped unknown outcome
-        self.users: dict[str, Evidence] = {}  # owner presenting this lease in an accepted op -> first such op
+        self.mut_inv, self.mut = -1, None  # latest-invoked accepted mutation
+        self.lop_inv, self.lop = -1, None  # latest-invoked accepted renew/release
+        self.unt_inv, self.unt = -1, None  # latest-invoked untyped unknown outcome
+        self.users: dict[str, Any] | None = None  # owners presenting this lease in accepted ops -> first op
+
+    def compact(self) -> None:
+        """Swap held operations for compact tuples (their args and results are not needed)."""
+        if type(self.mut) is Operation:
+            self.mut = _lite(self.mut)
+        if type(self.lop) is Operation:
+            self.lop = _lite(self.lop)
+        if type(self.unt) is Operation:
+            self.unt = _lite(self.unt)
+        if type(self.rel_ok_ev) is Operation:
+            self.rel_ok_ev = _lite(self.rel_ok_ev)
 
 
 class _Run:
@@ -119,40 +147,34 @@ class Facts:
     refusals: list[tuple[str, int, str, Evidence]] = field(default_factory=list)
     scan_violations: list[Violation] = field(default_factory=list)
     stats: dict[str, int] = field(default_factory=dict)
-    _stale_cache: dict[str, tuple[list[int], list[tuple[float, Evidence | None]]]] = field(default_factory=dict)
+    _stale_cache: dict[str, tuple[list[int], list[tuple[float, Any]]]] = field(default_factory=dict)
 
     @property
     def ttl_ns(self) -> int:
         return self.lease_ttl_ms * 1_000_000
 
-    def stale_at(self, run: str, epoch: int) -> tuple[float, Evidence | None]:
-        """When tenure (run, epoch) surely stopped being current, and the operation that proves it."""
-        cache = self._stale_cache.get(run)
-        if cache is None:
-            granted = self._granted(run)
-            epochs = [g[0] for g in granted]
-            suffix: list[tuple[float, Evidence | None]] = [(_NEVER, None)] * (len(granted) + 1)
-            for i in range(len(granted) - 1, -1, -1):
-                best = suffix[i + 1]
-                suffix[i] = (granted[i][1], granted[i][2]) if granted[i][1] < best[0] else best
-            cache = (epochs, suffix)
-            self._stale_cache[run] = cache
-        epochs, suffix = cache
+    def stale_at(self, run: str, epoch: int) -> tuple[float, Any]:
+        """When tenure (run, epoch) surely stopped being current, and the operation proving it (raw)."""
+        if not self._stale_cache:
+            granted: dict[str, list[tuple[int, int, Any]]] = {}
+            for (r, e), t in self.tenures.items():
+                if t.grants:
+                    g = min(t.grants, key=lambda g: g[1])
+                    granted.setdefault(r, []).append((e, g[1], g[3]))
+            self._stale_cache[""] = ([], [(_NEVER, None)])
+            for r, gs in granted.items():
+                gs.sort(key=lambda x: x[0])
+                suffix: list[tuple[float, Any]] = [(_NEVER, None)] * (len(gs) + 1)
+                for i in range(len(gs) - 1, -1, -1):
+                    best = suffix[i + 1]
+                    suffix[i] = (gs[i][1], gs[i][2]) if gs[i][1] < best[0] else best
+                self._stale_cache[r] = ([g[0] for g in gs], suffix)
+        epochs, suffix = self._stale_cache.get(run) or self._stale_cache[""]
         superseded = suffix[bisect.bisect_right(epochs, epoch)]
         t = self.tenures.get((run, epoch))
         if t is not None and t.rel_ok < superseded[0]:
             return t.rel_ok, t.rel_ok_ev
         return superseded
-
-    def _granted(self, run: str) -> list[tuple[int, int, Evidence]]:
-        """(epoch, earliest grant completion, that grant) for every granted epoch of a run."""
-        out = []
-        for (r, e), t in self.tenures.items():
-            if r == run and t.grants:
-                g = min(t.grants, key=lambda g: g[1])
-                out.append((e, g[1], g[3]))
-        out.sort(key=lambda x: x[0])
-        return out
 
 
 def scan(
@@ -174,20 +196,18 @@ def scan(
     scan_violations = facts.scan_violations
     n_ops = n_events = n_ok = n_fail = n_info = 0
     mutations, lease_ops = _MUTATIONS, _LEASE_OPS
+    ttl_ns = lease_ttl_ms * 1_000_000
+
+    dirty: list[_Tenure] = []  # tenures holding whole operations; compacted in batches
+    Op = Operation
 
     for op in ops:
-        if type(op) is not Operation:
+        if type(op) is not Op:
             n_events += 1
             continue
         n_ops += 1
         f = op.f
         outcome = op.outcome
-        if outcome == "ok":
-            n_ok += 1
-        elif outcome == "fail":
-            n_fail += 1
-        else:
-            n_info += 1
         run = op.run
 
         if f == "acquire":
@@ -196,34 +216,51 @@ def scan(
                 ra = run_acc[run] = _Run()
             ra.acq_invokes.append(op.invoke_ns)
             if outcome == "ok":
+                n_ok += 1
                 epoch = int(op.result["epoch"])
                 t = tenures.get((run, epoch))
                 if t is None:
                     t = tenures[(run, epoch)] = _Tenure(run, epoch)
-                ev = _ev(op)
-                t.grants.append((op.invoke_ns, op.complete_ns, str(op.args.get("owner")), ev))
-                t.marks.append((op.invoke_ns, op.complete_ns, ev))
+                t.grants.append((op.invoke_ns, op.complete_ns, str(op.args.get("owner")), _lite(op)))
+                t.marks.append((op.invoke_ns, op.complete_ns))
             elif outcome == "info":
+                n_info += 1
                 ra.acq_unknown.append((op.invoke_ns, _NEVER if op.complete_ns is None else op.complete_ns))
+            else:
+                n_fail += 1
             continue
 
-        is_mut = f in mutations
-        if not is_mut and f not in lease_ops:
+        if f in mutations:
+            is_mut = True
+        elif f in lease_ops:
+            is_mut = False
+        else:
+            n_ok += outcome == "ok"
+            n_fail += outcome == "fail"
+            n_info += outcome == "info"
             continue  # load, open: nothing fenced
 
         lease = op.lease
         args = op.args
-        tag = f"{op.process}#{op.index}"
         if lease is None:
             key = (0, args.get("c", 0))
         else:
             key = (lease.epoch, args.get("c", 0))
-        if tag in index:
-            seen[tag] = (_ev(op), key, args)
+        if index:
+            tag = f"{op.process}#{op.index}"
+            hit = index.get(tag)
+            if hit is not None:
+                seen[tag] = (op, key, args)
+        else:
+            hit = None
         if lease is None:
+            n_ok += outcome == "ok"
+            n_fail += outcome == "fail"
+            n_info += outcome == "info"
             continue  # unleased passthrough: not fenced, and not ordered by a tenure
 
         if outcome == "ok":
+            n_ok += 1
             if lease.run_id != run:
                 scan_violations.append(
                     Violation("run-match", f"{f} on run {run} accepted under a lease of run {lease.run_id}", (_ev(op),))
@@ -232,18 +269,22 @@ def scan(
             t = tenures.get((run, lease.epoch))
             if t is None:
                 t = tenures[(run, lease.epoch)] = _Tenure(run, lease.epoch)
-            if lease.owner not in t.users:
-                t.users[lease.owner] = _ev(op)
+            users = t.users
+            if users is None:
+                t.users = {lease.owner: _lite(op)}
+            elif lease.owner not in users:
+                users[lease.owner] = _lite(op)
             if is_mut:
-                if t.mut is None or op.invoke_ns > t.mut.invoke_ns:
-                    t.mut = _ev(op)
+                if op.invoke_ns > t.mut_inv:
+                    if type(t.mut) is not Op:
+                        dirty.append(t)
+                    t.mut_inv, t.mut = op.invoke_ns, op
                 if f == "append":
-                    hit = index.get(tag)
                     if hit is None or ("journal", run) not in hit:
                         ra = run_acc.get(run)
                         if ra is None:
                             ra = run_acc[run] = _Run()
-                        ra.missing.append((key, _ev(op)))
+                        ra.missing.append((key, op))
                         if len(ra.missing) > ra.prune_at:
                             _prune_missing(ra)
                 elif f == "put_meta":
@@ -251,44 +292,60 @@ def scan(
                     if ra is None:
                         ra = run_acc[run] = _Run()
                     if ra.meta_ok is None or key > ra.meta_ok[0]:
-                        ra.meta_ok = (key, _ev(op))
+                        ra.meta_ok = (key, op)
                 elif f == "blob_put":
                     ref = args["ref"]
                     rf = refs.get(ref)
                     if rf is None:
                         rf = refs[ref] = _Ref(run)
                     if rf.put_ok is None or key > rf.put_ok[0]:
-                        rf.put_ok = (key, _ev(op))
+                        rf.put_ok = (key, op)
                 elif f == "blob_delete":
                     rf = _ref_of(refs, args["ref"], run)
                     if rf.del_ok is None or key > rf.del_ok[0]:
-                        rf.del_ok = (key, _ev(op))
+                        rf.del_ok = (key, op)
                     if rf.del_any is None or key > rf.del_any:
                         rf.del_any = key
                 else:  # delete
                     ra = _run_of(run_acc, run)
                     if ra.del_ok is None or key > ra.del_ok[0]:
-                        ra.del_ok = (key, _ev(op))
+                        ra.del_ok = (key, op)
                     if ra.del_any is None or key > ra.del_any:
                         ra.del_any = key
                         _prune_missing(ra)
             else:
-                if t.lop is None or op.invoke_ns > t.lop.invoke_ns:
-                    t.lop = _ev(op)
+                if op.invoke_ns > t.lop_inv:
+                    if type(t.lop) is not Op:
+                        dirty.append(t)
+                    t.lop_inv, t.lop = op.invoke_ns, op
                 if f == "renew":
-                    t.marks.append((op.invoke_ns, op.complete_ns, None))
+                    t.marks.append((op.invoke_ns, op.complete_ns))
                 else:
-                    t.rel_inv = min(t.rel_inv, op.invoke_ns)
+                    if op.invoke_ns < t.rel_inv:
+                        t.rel_inv = op.invoke_ns
                     if op.complete_ns < t.rel_ok:
                         t.rel_ok = op.complete_ns
-                        t.rel_ok_ev = _ev(op)
+                        t.rel_ok_ev = _lite(op)
+            if len(dirty) > 512:
+                for d in dirty:
+                    d.compact()
+                dirty.clear()
         elif outcome == "fail":
+            n_fail += 1
             if f == "release":
                 t = _tenure_of(tenures, run, lease.epoch)
                 t.rel_inv = min(t.rel_inv, op.invoke_ns)
             if op.error == "LeaseHeldError" and lease.run_id == run:
-                refusals.append((run, lease.epoch, lease.owner, _ev(op)))
+                t = tenures.get((run, lease.epoch))
+                if t is not None and op.process == lease.owner and t.grants and t.grants[0][2] == lease.owner:
+                    # The owner's grant and renewals sit earlier in its own file, already read: a refusal
+                    # past their ttl (or before any of them completed) can never be spurious.
+                    last = max((m[0] for m in t.marks if m[1] < op.invoke_ns), default=None)
+                    if last is None or op.complete_ns >= last + ttl_ns - margin_ns:
+                        continue
+                refusals.append((run, lease.epoch, lease.owner, _lite(op)))
         else:  # info: may or may not have applied
+            n_info += 1
             if lease.run_id != run:
                 continue
             t = _tenure_of(tenures, run, lease.epoch)
@@ -296,8 +353,8 @@ def scan(
                 t.rel_inv = min(t.rel_inv, op.invoke_ns)
             err = op.error
             if err not in _HARNESS_UNKNOWN and err not in _TYPED and err is not None:
-                if t.unt is None or op.invoke_ns > t.unt.invoke_ns:
-                    t.unt = _ev(op)
+                if op.invoke_ns > t.unt_inv:
+                    t.unt_inv, t.unt = op.invoke_ns, _lite(op)
             if f == "delete":
                 ra = _run_of(run_acc, run)
                 if ra.del_any is None or key > ra.del_any:
@@ -308,9 +365,11 @@ def scan(
                 if rf.del_any is None or key > rf.del_any:
                     rf.del_any = key
 
+    for d in dirty:
+        d.compact()
     facts.stats.update(
         operations=n_ops, events=n_events, ok=n_ok, fail=n_fail, info=n_info,
-        tenures=sum(1 for t in tenures.values() if t.grants), refusals=len(refusals),
+        tenures=sum(1 for t in tenures.values() if t.grants),
     )
     return facts
 
@@ -388,42 +447,50 @@ def check_grants(facts: Facts) -> list[Violation]:
             out.append(Violation(
                 "epoch-monotonic",
                 f"epoch {t.epoch} of run {t.run} was granted {len(t.grants)} times (to {', '.join(owners)})",
-                tuple(g[3] for g in t.grants),
+                tuple(evidence(g[3]) for g in t.grants),
             ))
     ttl, margin = facts.ttl_ns, facts.margin_ns
     for run, ts in by_run.items():
-        grants = [g for t in ts for g in t.grants]
+        # (invoke, complete, epoch, op) of every grant
+        grants = [(g[0], g[1], t.epoch, g[3]) for t in ts for g in t.grants]
         # rising: a grant that completed before another was invoked carries the lower epoch
         by_complete = sorted(grants, key=lambda g: g[1])
         i, best = 0, None
         for g in sorted(grants, key=lambda g: g[0]):
             while i < len(by_complete) and by_complete[i][1] < g[0]:
-                if best is None or by_complete[i][3].epoch > best[3].epoch:
+                if best is None or by_complete[i][2] > best[2]:
                     best = by_complete[i]
                 i += 1
-            if best is not None and best[3].epoch > g[3].epoch:
+            if best is not None and best[2] > g[2]:
                 out.append(Violation(
                     "epoch-monotonic",
-                    f"run {run}: epoch {g[3].epoch} granted after epoch {best[3].epoch} had been granted",
-                    (best[3], g[3]),
+                    f"run {run}: epoch {g[2]} granted after epoch {best[2]} had been granted",
+                    (evidence(best[3]), evidence(g[3])),
                 ))
         # overlap: a takeover that completed while an earlier tenure was surely live
+        by_invoke = sorted(grants, key=lambda g: g[0])
+        invokes = [g[0] for g in by_invoke]
         for t in ts:
-            for g in grants:
-                if g[3].epoch == t.epoch:
+            marks = sorted(t.marks, key=lambda m: m[1])  # by completion
+            completes = [m[1] for m in marks]
+            latest: list[int] = []  # latest invocation among the first k marks
+            for m in marks:
+                latest.append(m[0] if not latest or m[0] > latest[-1] else latest[-1])
+            hi = min(latest[-1] + ttl - margin, t.rel_inv)  # a takeover invoked later cannot prove overlap
+            for j in range(bisect.bisect_right(invokes, completes[0]), bisect.bisect_left(invokes, hi)):
+                g = by_invoke[j]
+                if g[2] == t.epoch or t.rel_inv < g[1]:
                     continue
-                a_inv, a_done = g[0], g[1]
-                lives = [m for m in t.marks if m[1] < a_inv]
-                if not lives or t.rel_inv < a_done:
+                k = bisect.bisect_left(completes, g[0])  # marks that completed before the takeover was invoked
+                if k == 0:
                     continue
-                last = max(lives, key=lambda m: m[0])
-                if a_done < last[0] + ttl - margin:
-                    cite = [t.grants[0][3]] + ([last[2]] if last[2] is not None and last[2] is not t.grants[0][3] else [])
+                last = latest[k - 1]
+                if g[1] < last + ttl - margin:
                     out.append(Violation(
                         "lease-exclusive",
-                        f"run {run}: epoch {g[3].epoch} granted {(a_done - last[0]) / 1e6:.1f} ms after epoch "
+                        f"run {run}: epoch {g[2]} granted {(g[1] - last) / 1e6:.1f} ms after epoch "
                         f"{t.epoch} was last granted or renewed (ttl {facts.lease_ttl_ms} ms), while it was live",
-                        (*cite, g[3]),
+                        (evidence(t.grants[0][3]), evidence(g[3])),
                     ))
     return out
 
@@ -432,16 +499,20 @@ def check_grantees(facts: Facts) -> list[Violation]:
     """Every accepted mutation, renew or release carries a lease granted to its owner."""
     out: list[Violation] = []
     for t in facts.tenures.values():
+        if not t.users:
+            continue
         granted_to = {g[2] for g in t.grants}
-        for owner, ev in t.users.items():
+        for owner, op in t.users.items():
             if owner in granted_to:
                 continue
+            ev = evidence(op)
             clause = "stale-lease-ops" if ev.f in _LEASE_OPS else "stale-rejected"
             if not t.grants:
                 why = f"epoch {t.epoch} of run {t.run} was never granted"
             else:
                 why = f"epoch {t.epoch} of run {t.run} was granted to {', '.join(sorted(granted_to))}, not {owner}"
-            out.append(Violation(clause, f"{ev.f} accepted from a non-grantee: {why}", (ev, *(g[3] for g in t.grants))))
+            out.append(Violation(clause, f"{ev.f} accepted from a non-grantee: {why}",
+                                 (ev, *(evidence(g[3]) for g in t.grants))))
     return out
 
 
@@ -454,26 +525,29 @@ def check_fencing(facts: Facts) -> list[Violation]:
         when, proof = facts.stale_at(t.run, t.epoch)
         if when == _NEVER:
             continue
-        cite = (proof,) if proof is not None else ()
-        how = "released" if proof is not None and proof.f == "release" else f"superseded by epoch {proof.epoch if proof else '?'}"
-        if t.mut is not None and t.mut.invoke_ns > when:
+        if max(t.mut_inv, t.lop_inv, t.unt_inv) <= when:
+            continue
+        pev = evidence(proof) if proof is not None else None
+        cite = (pev,) if pev is not None else ()
+        how = "released" if pev is not None and pev.f == "release" else f"superseded by epoch {pev.epoch if pev else '?'}"
+        if t.mut is not None and t.mut_inv > when:
+            ev = evidence(t.mut)
             out.append(Violation(
-                "stale-rejected",
-                f"{t.mut.f} under epoch {t.epoch} of run {t.run} accepted after the tenure was {how}",
-                (t.mut, *cite),
+                "stale-rejected", f"{ev.f} under epoch {t.epoch} of run {t.run} accepted after the tenure was {how}",
+                (ev, *cite),
             ))
-        if t.lop is not None and t.lop.invoke_ns > when:
+        if t.lop is not None and t.lop_inv > when:
+            ev = evidence(t.lop)
             out.append(Violation(
-                "stale-lease-ops",
-                f"{t.lop.f} under epoch {t.epoch} of run {t.run} accepted after the tenure was {how}",
-                (t.lop, *cite),
+                "stale-lease-ops", f"{ev.f} under epoch {t.epoch} of run {t.run} accepted after the tenure was {how}",
+                (ev, *cite),
             ))
-        if t.unt is not None and t.unt.invoke_ns > when:
+        if t.unt is not None and t.unt_inv > when:
+            ev = evidence(t.unt)
             out.append(Violation(
                 "typed-refusal",
-                f"{t.unt.f} under stale epoch {t.epoch} of run {t.run} raised untyped {t.unt.error} "
-                f"instead of LeaseHeldError",
-                (t.unt, *cite),
+                f"{ev.f} under stale epoch {t.epoch} of run {t.run} raised untyped {ev.error} instead of LeaseHeldError",
+                (ev, *cite),
             ))
     return out
 
@@ -483,8 +557,9 @@ def check_refusals(facts: Facts) -> list[Violation]:
     out: list[Violation] = []
     ttl, margin = facts.ttl_ns, facts.margin_ns
     sorted_acq: dict[str, list[int]] = {}
-    for run, epoch, owner, ev in facts.refusals:
+    for run, epoch, owner, op in facts.refusals:
         t = facts.tenures.get((run, epoch))
+        ev = evidence(op)
         if t is None or not t.grants or owner not in {g[2] for g in t.grants} or ev.complete_ns is None:
             continue
         done = ev.complete_ns
@@ -509,7 +584,7 @@ def check_refusals(facts: Facts) -> list[Violation]:
                 "live-accepted",
                 f"{ev.f} under epoch {epoch} of run {run} refused {(done - last) / 1e6:.1f} ms after its last grant "
                 f"or renewal (ttl {facts.lease_ttl_ms} ms), with no takeover attempted",
-                (ev, t.grants[0][3]),
+                (ev, evidence(t.grants[0][3])),
             ))
     return out
 
@@ -526,7 +601,22 @@ def check_state(facts: Facts) -> list[Violation]:
     def refused_written(ev: Evidence, where: str) -> Violation:
         if stale(ev):
             return Violation("stale-rejected", f"a refused stale {ev.f} was written anyway ({where})", (ev,))
-        return Violation("typed-refusal", f"a refused {ev.f} ({ev.error}) was written anyway ({where}): a refusal mutates nothing", (ev,))
+        return Violation("typed-refusal",
+                         f"a refused {ev.f} ({ev.error}) was written anyway ({where}): a refusal mutates nothing", (ev,))
+
+    def lookup(payload: bytes) -> tuple[str | None, tuple[Evidence, tuple[int, int], dict[str, Any]] | None]:
+        tag = tag_of(payload)
+        s = seen.get(tag) if tag is not None else None
+        return tag, (None if s is None else (evidence(s[0]), s[1], s[2]))
+
+    def foreign(tag: str, run: str, where: str) -> bool:
+        """A value written under another run's lease: run-match, and outside this run's (epoch, c) order."""
+        lease = seen[tag][0].lease
+        if lease is None or lease.run_id == run:
+            return False
+        out.append(Violation("run-match", f"{where} was written by {tag} under a lease of run {lease.run_id}",
+                             (evidence(seen[tag][0]),)))
+        return True
 
     for run, entries in snap.journals.items():
         ra = facts.run_acc.get(run)
@@ -535,8 +625,7 @@ def check_state(facts: Facts) -> list[Violation]:
         prev_seq: int | None = None
         for pos, entry in enumerate(entries):
             where = f"journal of {run} at position {pos}, seq {entry.seq}"
-            tag = tag_of(entry.payload)
-            s = seen.get(tag) if tag is not None else None
+            tag, s = lookup(entry.payload)
             if prev_seq is not None and entry.seq <= prev_seq:
                 out.append(Violation("journal-a5", f"seq {entry.seq} follows seq {prev_seq} in the {where}",
                                      (s[0],) if s else ()))
@@ -548,6 +637,8 @@ def check_state(facts: Facts) -> list[Violation]:
             ev, key, args = s
             if ev.f != "append" or ev.run != run:
                 out.append(Violation("journal-a1", f"entry written by a {ev.f} on run {ev.run} ({where})", (ev,)))
+                continue
+            if foreign(tag, run, where):
                 continue
             if ev.outcome == "fail":
                 out.append(refused_written(ev, where))
@@ -564,14 +655,16 @@ def check_state(facts: Facts) -> list[Violation]:
                 else:
                     out.append(Violation("journal-a2", f"entries out of append order within epoch {key[0]} ({where})", (prev[0], ev)))
             if del_ok is not None and key < del_ok[0]:
-                out.append(Violation("delete-semantics", f"entry {tag} survived the later delete of run {run}", (ev, del_ok[1])))
+                out.append(Violation("delete-semantics", f"entry {tag} survived the later delete of run {run}",
+                                     (ev, evidence(del_ok[1]))))
             prev = (ev, key)
 
     for run, ra in facts.run_acc.items():
         if run not in snap.journals:
             continue
-        for key, ev in ra.missing:
+        for key, op in ra.missing:
             if ra.del_any is None or key >= ra.del_any:
+                ev = evidence(op)
                 out.append(Violation("journal-a1", f"lost write: accepted append {ev.tag} is missing from the journal "
                                      f"of {run} and no later delete explains it", (ev,)))
 
@@ -579,11 +672,11 @@ def check_state(facts: Facts) -> list[Violation]:
         ra = facts.run_acc.get(run)
         if meta is None:
             if ra is not None and ra.meta_ok is not None and (ra.del_any is None or ra.meta_ok[0] > ra.del_any):
-                out.append(Violation("meta-last-write", f"lost write: accepted meta {ra.meta_ok[1].tag} of {run} is "
-                                     f"missing and no later delete explains it", (ra.meta_ok[1],)))
+                ev = evidence(ra.meta_ok[1])
+                out.append(Violation("meta-last-write", f"lost write: accepted meta {ev.tag} of {run} is "
+                                     f"missing and no later delete explains it", (ev,)))
             continue
-        tag = tag_of(meta.payload)
-        s = seen.get(tag) if tag is not None else None
+        tag, s = lookup(meta.payload)
         if s is None:
             out.append(Violation("meta-last-write", f"phantom meta {tag or meta.payload[:16]!r} of {run} matches no recorded put_meta"))
             continue
@@ -591,17 +684,20 @@ def check_state(facts: Facts) -> list[Violation]:
         if ev.f != "put_meta" or ev.run != run:
             out.append(Violation("meta-last-write", f"meta of {run} written by a {ev.f} on run {ev.run}", (ev,)))
             continue
+        if foreign(tag, run, f"meta of {run}"):
+            continue
         if ev.outcome == "fail":
             out.append(refused_written(ev, f"meta of {run}"))
         if (meta.payload != payload_for(tag) or meta.run_id != run or meta.status != args.get("status")
                 or meta.segments != args.get("segments")):
             out.append(Violation("meta-last-write", f"meta of {run} differs from what {tag} wrote", (ev,)))
         if ra is not None and ra.meta_ok is not None and ra.meta_ok[0] > key:
+            later = evidence(ra.meta_ok[1])
             out.append(Violation("meta-last-write", f"lost write: the final meta of {run} is {tag}, not the later "
-                                 f"accepted {ra.meta_ok[1].tag}", (ev, ra.meta_ok[1])))
+                                 f"accepted {later.tag}", (ev, later)))
         if ra is not None and ra.del_ok is not None and ra.del_ok[0] > key:
             out.append(Violation("delete-semantics", f"meta {tag} of {run} survived the later delete",
-                                 (ev, ra.del_ok[1])))
+                                 (ev, evidence(ra.del_ok[1]))))
 
     listed = set(snap.listed_runs)
     for run, meta in snap.metas.items():
@@ -611,8 +707,7 @@ def check_state(facts: Facts) -> list[Violation]:
 
     for run, blobs in snap.blobs.items():
         for ref, data in blobs.items():
-            tag = tag_of(data)
-            s = seen.get(tag) if tag is not None else None
+            tag, s = lookup(data)
             if s is None:
                 out.append(Violation("blob-semantics", f"phantom blob {ref} ({tag or data[:16]!r}) matches no recorded blob_put"))
                 continue
@@ -620,25 +715,29 @@ def check_state(facts: Facts) -> list[Violation]:
             if ev.f != "blob_put" or args.get("ref") != ref:
                 out.append(Violation("blob-semantics", f"blob {ref} holds what a {ev.f} of {args.get('ref', ev.run)} wrote", (ev,)))
                 continue
+            if foreign(tag, run, f"blob {ref}"):
+                continue
             if ev.outcome == "fail":
                 out.append(refused_written(ev, f"blob {ref}"))
             if data != payload_for(tag):
                 out.append(Violation("blob-semantics", f"blob {ref} differs byte for byte from what {tag} wrote", (ev,)))
             rf = facts.refs.get(ref)
             if rf is not None and rf.put_ok is not None and rf.put_ok[0] > key:
+                later = evidence(rf.put_ok[1])
                 out.append(Violation("blob-semantics", f"lost write: blob {ref} holds {tag}, not the later accepted "
-                                     f"{rf.put_ok[1].tag}", (ev, rf.put_ok[1])))
+                                     f"{later.tag}", (ev, later)))
             if rf is not None and rf.del_ok is not None and rf.del_ok[0] > key:
                 ra = facts.run_acc.get(run)
                 deleted = ra is not None and ra.del_ok is not None and ra.del_ok[0] > key
                 out.append(Violation("blob-semantics", f"blob {ref} survived its accepted delete"
-                                     + (f" and the deletion of run {run}" if deleted else ""), (ev, rf.del_ok[1])))
+                                     + (f" and the deletion of run {run}" if deleted else ""), (ev, evidence(rf.del_ok[1]))))
     for ref, rf in facts.refs.items():
         if rf.run not in snap.blobs or ref in snap.blobs[rf.run] or rf.put_ok is None:
             continue
         if rf.del_any is None or rf.put_ok[0] > rf.del_any:
-            out.append(Violation("blob-semantics", f"lost write: accepted blob_put {rf.put_ok[1].tag} of {ref} is missing "
-                                 f"and no later blob_delete explains it", (rf.put_ok[1],)))
+            ev = evidence(rf.put_ok[1])
+            out.append(Violation("blob-semantics", f"lost write: accepted blob_put {ev.tag} of {ref} is missing "
+                                 f"and no later blob_delete explains it", (ev,)))
 
     for run in facts.cross_runs:
         found = [e.payload for e in snap.journals.get(run, ())]
@@ -646,7 +745,7 @@ def check_state(facts: Facts) -> list[Violation]:
             found.append(snap.metas[run].payload)
         found.extend(snap.blobs.get(run, {}).values())
         if found:
-            cite = tuple(seen[t][0] for t in (tag_of(p) for p in found) if t in seen)
+            cite = tuple(evidence(seen[t][0]) for t in (tag_of(p) for p in found) if t in seen)
             out.append(Violation("run-match", f"cross-run target {run} holds {len(found)} value(s); nobody may write it", cite))
     return out
 
@@ -654,16 +753,16 @@ def check_state(facts: Facts) -> list[Violation]:
 def check_probe(facts: Facts) -> list[Violation]:
     """The final probe's epoch exceeds every granted epoch; it was not refused after 1.2 x ttl."""
     out: list[Violation] = []
-    highest: dict[str, Evidence] = {}
+    highest: dict[str, _Tenure] = {}
     for t in facts.tenures.values():
         if t.grants and (t.run not in highest or t.epoch > highest[t.run].epoch):
-            highest[t.run] = t.grants[0][3]
+            highest[t.run] = t
     for run, probe in facts.snapshot.probe.items():
         if "epoch" in probe:
             top = highest.get(run)
             if top is not None and int(probe["epoch"]) <= top.epoch:
                 out.append(Violation("epoch-monotonic", f"run {run}: the final probe got epoch {probe['epoch']}, not above "
-                                     f"the granted epoch {top.epoch}", (top,)))
+                                     f"the granted epoch {top.epoch}", (evidence(top.grants[0][3]),)))
         elif probe.get("error") == "LeaseHeldError":
             out.append(Violation("ttl-honoured", f"run {run}: the final probe was refused {probe.get('message', '')!r} "
                                  f"after every worker stopped and 1.2 x ttl passed"))

@@ -1,0 +1,177 @@
+"""Checker throughput and memory on synthetic consistent histories (100k and 1M operations).
+
+Generates a run directory whose history is what a correct store would produce (tenures with
+appends, metas, blob puts and deletes, renews, refused takeover attempts, stale refusals after
+release, periodic run deletions), times `soak.check.check_run` on it in a fresh process and
+prints operations per second and that process's peak RSS. The check must pass.
+
+    .venv/bin/python benchmarks/bench_checker.py            # 100k and 1M
+    .venv/bin/python benchmarks/bench_checker.py 200000     # chosen sizes
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from soak.history import payload_for
+from soak.rundir import RunInfo, Snapshot, info_to_json, save_snapshot, write_json
+from soak.spi import JournalEntry, RunMeta
+
+TTL_MS = 250
+TARGET_OPS_PER_S = 300_000
+
+
+def generate(run_dir: Path, n_ops: int, *, workers: int = 8, runs: int = 4, seed: int = 1) -> int:
+    """Write a consistent synthetic run of about `n_ops` operations; returns the exact count."""
+    rng = random.Random(seed)
+    hist = run_dir / "history"
+    hist.mkdir(parents=True)
+    names = [f"w{i}.1" for i in range(workers)]
+    fhs = {w: open(hist / f"{w}.jsonl", "w", buffering=1 << 20) for w in names}
+    index = dict.fromkeys(names, 0)
+    run_ids = [f"r{i}" for i in range(runs)]
+    epoch = dict.fromkeys(run_ids, 0)
+    tenures = dict.fromkeys(run_ids, 0)
+    holder: dict[str, list | None] = dict.fromkeys(run_ids, None)
+    journals: dict[str, list[tuple[int, str]]] = {r: [] for r in run_ids}
+    metas: dict[str, tuple[str, str, int] | None] = dict.fromkeys(run_ids, None)
+    blobs: dict[str, dict[str, str]] = {r: {} for r in run_ids}
+    clock = 1_000_000_000
+    count = 0
+    dumps = json.dumps
+
+    def emit(w: str, f: str, run: str, lease: list | None, value: dict, outcome: str = "ok",
+             result: dict | None = None, err: str | None = None) -> str:
+        nonlocal clock, count
+        i = index[w]
+        index[w] = i + 1
+        clock += 20_000
+        fh = fhs[w]
+        fh.write(dumps({"t": "invoke", "p": w, "i": i, "ts": clock, "f": f, "run": run, "lease": lease,
+                        "intent": "live", "v": value}, separators=(",", ":")) + "\n")
+        clock += 30_000
+        rec = {"t": outcome, "p": w, "i": i, "ts": clock, "v": result or {}}
+        if err:
+            rec["err"] = err
+        fh.write(dumps(rec, separators=(",", ":")) + "\n")
+        count += 1
+        return f"{w}#{i}"
+
+    while count < n_ops:
+        run = rng.choice(run_ids)
+        w = rng.choice(names)
+        prev = holder[run]
+        epoch[run] += 1
+        tenures[run] += 1
+        lease = [run, w, epoch[run]]
+        emit(w, "acquire", run, None, {"owner": w}, result={"epoch": epoch[run]})
+        holder[run] = lease
+        if prev is not None:  # the previous holder's stale sweep: refused
+            emit(prev[1], "append", run, prev, {"seq": 10**6, "tag": f"{prev[1]}#{index[prev[1]]}", "c": 99},
+                 outcome="fail", result={"holder": lease}, err="LeaseHeldError")
+            emit(prev[1], "renew", run, prev, {}, outcome="fail", result={"holder": lease}, err="LeaseHeldError")
+        c = 0
+        for _ in range(rng.randint(4, 12)):
+            kind = rng.random()
+            c += 1
+            if kind < 0.4:
+                seq = (journals[run][-1][0] if journals[run] else 0) + 1
+                tag = emit(w, "append", run, lease, {"seq": seq, "tag": f"{w}#{index[w]}", "c": c})
+                journals[run].append((seq, tag))
+            elif kind < 0.55:
+                tag = emit(w, "put_meta", run, lease, {"tag": f"{w}#{index[w]}", "c": c, "status": "running",
+                                                        "segments": c})
+                metas[run] = (tag, "running", c)
+            elif kind < 0.7:
+                ref = f"{run}/b{rng.randrange(6)}"
+                tag = emit(w, "blob_put", run, lease, {"ref": ref, "tag": f"{w}#{index[w]}", "c": c})
+                blobs[run][ref] = tag
+            elif kind < 0.78:
+                ref = f"{run}/b{rng.randrange(6)}"
+                emit(w, "blob_delete", run, lease, {"ref": ref, "c": c})
+                blobs[run].pop(ref, None)
+            elif kind < 0.88:
+                c -= 1
+                emit(w, "renew", run, lease, {}, result={})
+            elif kind < 0.95:
+                c -= 1
+                other = rng.choice(names)
+                emit(other, "acquire", run, None, {"owner": other}, outcome="fail", result={"holder": lease},
+                     err="LeaseHeldError")
+            else:
+                c -= 1
+                emit(w, "load", run, None, {}, result={"tail": journals[run][-1][0] if journals[run] else 0,
+                                                       "count": len(journals[run])})
+        if tenures[run] % 16 == 0:  # the run completes and is deleted: the final state stays bounded
+            c += 1
+            emit(w, "delete", run, lease, {"c": c})
+            journals[run] = []
+            metas[run] = None
+        emit(w, "release", run, lease, {})
+    for fh in fhs.values():
+        fh.close()
+    snap = Snapshot(
+        journals={r: [JournalEntry(s, payload_for(t)) for s, t in journals[r]] for r in run_ids} | {"xr": []},
+        metas={r: None if metas[r] is None else RunMeta(r, metas[r][1], metas[r][2], payload_for(metas[r][0]))
+               for r in run_ids} | {"xr": None},
+        blobs={r: {ref: payload_for(t) for ref, t in blobs[r].items()} for r in run_ids} | {"xr": {}},
+        listed_runs=sorted(r for r in run_ids if metas[r] is not None),
+        probe={r: {"epoch": epoch[r] + 1} for r in run_ids},
+        read_errors=[],
+    )
+    save_snapshot(run_dir, snap)
+    info = RunInfo(soak_version="0.1.0", workload="runs", store="synthetic", seed=seed, lease_ttl_ms=TTL_MS,
+                   workers=workers, runs=run_ids, side_runs=[], status="quorum")
+    write_json(run_dir / "run.json", info_to_json(info))
+    return count
+
+
+def _child(run_dir: str) -> None:
+    """Time one check in this process and print a JSON line (peak RSS is this process's)."""
+    import resource
+
+    from soak.check import check_run
+
+    t0 = time.perf_counter()
+    verdict = check_run(run_dir, write=False)
+    dt = time.perf_counter() - t0
+    rss_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    print(json.dumps({"seconds": dt, "result": verdict.result, "ops": verdict.stats.get("operations"),
+                      "rss_mb": rss_kb / 1024, "violations": [v.statement for v in verdict.violations[:3]],
+                      "reasons": list(verdict.reasons[:3])}))
+
+
+def main(argv: list[str]) -> int:
+    if argv[:1] == ["--child"]:
+        _child(argv[1])
+        return 0
+    sizes = [int(a) for a in argv] or [100_000, 1_000_000]
+    ok = True
+    with tempfile.TemporaryDirectory(prefix="soak-bench-") as tmp:
+        for n in sizes:
+            run_dir = Path(tmp) / f"n{n}"
+            t0 = time.perf_counter()
+            count = generate(run_dir, n)
+            gen = time.perf_counter() - t0
+            size_mb = sum(p.stat().st_size for p in (run_dir / "history").glob("*.jsonl")) / 1e6
+            out = subprocess.run([sys.executable, __file__, "--child", str(run_dir)], capture_output=True, text=True,
+                                 check=True, env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])})
+            r = json.loads(out.stdout.strip().splitlines()[-1])
+            rate = count / r["seconds"]
+            ok &= r["result"] == "pass" and rate >= TARGET_OPS_PER_S
+            print(f"{count:>9,} ops ({size_mb:6.1f} MB history, generated in {gen:5.1f} s): checked in "
+                  f"{r['seconds']:6.2f} s = {rate:>9,.0f} ops/s ({rate / TARGET_OPS_PER_S:4.2f}x target), "
+                  f"peak RSS {r['rss_mb']:6.1f} MB, verdict {r['result']}"
+                  + (f" {r['violations']} {r['reasons']}" if r["result"] != "pass" else ""))
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -315,6 +315,7 @@ class _Storm:
         extra["counts"] = self.quorum.counts()
         extra["boot_failures"] = self.quorum.boot_failures[:20]
         extra["crashes"] = self.quorum.crashes[:20]
+        extra["workers"] = {name: dict(st) for name, st in sorted(self.quorum.per_worker.items())}
         return extra
 
 

@@ -34,6 +34,10 @@ class QuorumTracker:
         self.boot_failures: list[str] = []
         self.crashes: list[str] = []
         self.bad_lines = 0
+        # per worker incarnation: operations by outcome and the slowest call (starvation shows here)
+        self.per_worker: dict[str, dict[str, Any]] = defaultdict(
+            lambda: {"ops": 0, "ok": 0, "fail": 0, "info": 0, "unknown": 0, "worst_call_ms": 0.0,
+                     "worst_call_surface": None})
 
     def poll(self) -> None:
         """Read what was appended since the last poll."""
@@ -87,6 +91,16 @@ class QuorumTracker:
             self._op(inv, obj)
 
     def _op(self, inv: dict[str, Any], done: dict[str, Any] | None) -> None:
+        stats = self.per_worker[inv["p"]]
+        stats["ops"] += 1
+        if done is None:
+            stats["unknown"] += 1
+        else:
+            stats[done.get("t", "?")] += 1
+            wait_ms = (int(done.get("ts", 0)) - int(inv.get("ts", 0))) / 1e6
+            if wait_ms > stats["worst_call_ms"]:
+                stats["worst_call_ms"] = round(wait_ms, 3)
+                stats["worst_call_surface"] = inv.get("f")
         if inv.get("f") == "open":
             if done is not None and done.get("t") == "ok":
                 self.boot_ok += 1

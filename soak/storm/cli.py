@@ -78,6 +78,9 @@ def run_cli(args: argparse.Namespace) -> int:
     target = resolve(scenario.store)
     progress = not args.quiet and sys.stderr.isatty()
     run_dir = Path(args.out) if args.out else default_run_dir(scenario.name)
+    if not args.quiet:
+        print(f"storm: {scenario.name} on {target.spec} ({scenario.workers} workers, ttl {scenario.lease_ttl_ms} ms, "
+              f"time bound {scenario.time_bound_s:g} s) -> {run_dir}", flush=True)
     info = run_storm(scenario, target, run_dir, progress=progress)
     _update_latest(run_dir)
     short = [f"{k} {v}/{info.quorum_target.get(k, 0)}" for k, v in info.quorum_reached.items()

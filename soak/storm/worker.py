@@ -14,6 +14,7 @@ import hashlib
 import os
 import signal
 import sys
+import time
 import traceback
 from dataclasses import dataclass
 from pathlib import Path
@@ -98,7 +99,7 @@ def worker_main(spec: WorkerSpec, state: Any, stop: Any) -> None:
     def enter(index: int, f: str) -> None:
         state[OP_INDEX] = index
         state[SURFACE] = _SURFACE_CODE.get(f, 0)
-        state[SINCE_NS] = __import__("time").monotonic_ns()
+        state[SINCE_NS] = time.monotonic_ns()
         state[IN_CALL] = 1
 
     def leave() -> None:

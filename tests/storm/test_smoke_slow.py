@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -12,11 +13,16 @@ pytestmark = pytest.mark.slow
 
 
 def test_soak_storm_smoke_reaches_quorum_and_a_pass_verdict(tmp_path):
-    run_dir = tmp_path / "run"
-    done = subprocess.run([sys.executable, "-m", "soak.cli", "storm", "--quiet", "--out", str(run_dir)],
+    # no arguments at all, like a user's first run: the run lands under ./reports/
+    done = subprocess.run([sys.executable, "-m", "soak.cli", "storm"], cwd=tmp_path,
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
-    assert f"run directory: {run_dir}" in done.stdout and "verdict: pass" in done.stdout
+    run_dir = (tmp_path / "reports" / "latest").resolve()
+    assert run_dir.parent == (tmp_path / "reports").resolve() and run_dir.name.endswith("-smoke")
+    run_dir = Path("reports") / run_dir.name
+    assert f"run directory: {run_dir}" in done.stdout
+    run_dir = tmp_path / run_dir
+    assert "verdict: pass" in done.stdout
     info = json.loads((run_dir / "run.json").read_text())
     assert info["status"] == "quorum"
     reached = info["quorum_reached"]

@@ -181,3 +181,15 @@ def test_ctrl_c_or_sigterm_ends_the_storm_cleanly_as_interrupted(tmp_path, sig):
     assert (run_dir / "final_state.json").is_file()
     assert not [p for p in _worker_pids(run_dir) if _alive(p)]
     list(operations(history_paths(run_dir)))  # what was recorded still pairs cleanly
+
+
+def test_cli_without_a_checker_says_so_and_is_inconclusive(tmp_path, monkeypatch, capsys):
+    from soak.cli import main
+
+    monkeypatch.setitem(sys.modules, "soak.check", None)  # as if the checker were not installed
+    code = main(["storm", "--quiet", "--out", str(tmp_path / "run"), "--workers", "1", "--time-bound", "1",
+                 "--set", "kill_interval_s=0", "--set", "pause_interval_s=0"])
+    out = capsys.readouterr().out
+    assert code == 3
+    assert "checker not available" in out and f"run directory: {tmp_path / 'run'}" in out
+    assert load_run_info(tmp_path / "run").status == "timeout"

@@ -1,0 +1,163 @@
+"""Small deliberately broken stores: each is the reference SQLite store with one defect.
+
+The conformance tests name them by spec (`tests.broken_stores:open_unfenced_append`, ...) and
+assert that the suite fails the one clause each breaks, by id. Nothing here is fit for data.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from soak.spi import JournalEntry, Lease, LeaseHeldError, RunMeta
+from soak.stores.sqlite import SqliteStore, _SqliteBlobs
+
+
+class UnfencedAppend(SqliteStore):
+    """append drops the lease: stale appends land (stale-rejected)."""
+
+    def append(self, run_id: str, entry: JournalEntry, lease: Lease | None = None) -> None:
+        super().append(run_id, entry, None)
+
+
+class UnfencedMeta(SqliteStore):
+    """put_meta drops the lease (stale-rejected)."""
+
+    def put_meta(self, meta: RunMeta, lease: Lease | None = None) -> None:
+        super().put_meta(meta, None)
+
+
+class _LeaselessPut(_SqliteBlobs):
+    def put(self, ref: str, blob: bytes, lease: Lease | None = None) -> None:
+        super().put(ref, blob, None)
+
+
+class UnfencedBlobPut(SqliteStore):
+    """blob put drops the lease (stale-rejected)."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.transcripts = _LeaselessPut(self)
+
+
+class TwoTransactionFence(SqliteStore):
+    """Checks the fence in one BEGIN IMMEDIATE transaction, mutates in the next, unpinned (atomic-fence)."""
+
+    @contextmanager
+    def _fenced(self, run_id: str, lease: Lease | None) -> Iterator[sqlite3.Connection]:
+        if lease is not None:
+            with self._tx() as conn:
+                self._check(conn, run_id, lease, self._clock())
+        with self._tx() as conn:
+            yield conn
+
+    @staticmethod
+    def _guard(lease: Lease | None) -> tuple[str, tuple]:
+        return ("1", ())
+
+
+class ReadThenWrite(TwoTransactionFence):
+    """Checks the fence with a plain read (no write lock), then mutates (atomic-fence)."""
+
+    @contextmanager
+    def _fenced(self, run_id: str, lease: Lease | None) -> Iterator[sqlite3.Connection]:
+        if lease is not None:
+            with self._lock:
+                self._check(self._connection(), run_id, lease, self._clock())
+        with self._tx() as conn:
+            yield conn
+
+
+class EpochResetOnRelease(SqliteStore):
+    """release deletes the lease row, so the next acquire starts again at epoch 1 (epoch-monotonic)."""
+
+    def release(self, lease: Lease) -> None:
+        super().release(lease)
+        with self._tx() as conn:
+            conn.execute("DELETE FROM leases WHERE run_id = ?", (lease.run_id,))
+
+
+class RunMatchIgnored(SqliteStore):
+    """The fence checks the lease against its own run, not the run it is used on (run-match)."""
+
+    def _check(self, conn, run_id, lease, now, *, allow_expired: bool = False):
+        super()._check(conn, lease.run_id, lease, now, allow_expired=allow_expired)
+
+
+class UntypedRefusal(SqliteStore):
+    """The fence refuses with PermissionError instead of LeaseHeldError (typed-refusal)."""
+
+    def _check(self, conn, run_id, lease, now, *, allow_expired: bool = False):
+        try:
+            super()._check(conn, run_id, lease, now, allow_expired=allow_expired)
+        except LeaseHeldError as exc:
+            raise PermissionError(f"not your lease: {exc}") from None
+
+    def acquire(self, run_id: str, owner: str) -> Lease:
+        try:
+            return super().acquire(run_id, owner)
+        except LeaseHeldError as exc:
+            raise PermissionError(f"run is busy: {exc}") from None
+
+
+class AcquireWhileLive(SqliteStore):
+    """acquire grants a new tenure even while another is live (lease-exclusive)."""
+
+    def _holder(self, run_id, row, now):
+        return None
+
+
+class DroppedPayloadBytes(SqliteStore):
+    """Journal payloads lose trailing NUL bytes, C-string style (journal-a4)."""
+
+    def append(self, run_id: str, entry: JournalEntry, lease: Lease | None = None) -> None:
+        super().append(run_id, JournalEntry(entry.seq, bytes(entry.payload).rstrip(b"\x00")), lease)
+
+
+def _factory(cls: type[SqliteStore], name: str):
+    def open_store(location: str, *, lease_ttl_ms: int, clock=None) -> SqliteStore:
+        return cls(os.path.join(location, "store.db"), lease_ttl_ms, clock=clock or time.time)
+
+    open_store.__name__ = open_store.__qualname__ = name  # pickles by reference into spawned workers
+    open_store.__doc__ = cls.__doc__
+    return open_store
+
+
+open_unfenced_append = _factory(UnfencedAppend, "open_unfenced_append")
+open_unfenced_meta = _factory(UnfencedMeta, "open_unfenced_meta")
+open_unfenced_blob_put = _factory(UnfencedBlobPut, "open_unfenced_blob_put")
+open_two_transaction_fence = _factory(TwoTransactionFence, "open_two_transaction_fence")
+open_read_then_write = _factory(ReadThenWrite, "open_read_then_write")
+open_epoch_reset_on_release = _factory(EpochResetOnRelease, "open_epoch_reset_on_release")
+open_run_match_ignored = _factory(RunMatchIgnored, "open_run_match_ignored")
+open_untyped_refusal = _factory(UntypedRefusal, "open_untyped_refusal")
+open_acquire_while_live = _factory(AcquireWhileLive, "open_acquire_while_live")
+open_dropped_payload_bytes = _factory(DroppedPayloadBytes, "open_dropped_payload_bytes")
+
+
+def open_two_transaction_fence_no_clock(location: str, *, lease_ttl_ms: int) -> SqliteStore:
+    """The two-transaction store without clock=: the suite must fall back to real time."""
+    return TwoTransactionFence(os.path.join(location, "store.db"), lease_ttl_ms)
+
+
+def open_reference_no_clock(location: str, *, lease_ttl_ms: int) -> SqliteStore:
+    """The reference store without clock=: exercises the real-sleep paths of the suite."""
+    return SqliteStore(os.path.join(location, "store.db"), lease_ttl_ms)
+
+
+#: spec suffix -> the clause id it must fail
+BROKEN: dict[str, str] = {
+    "open_unfenced_append": "stale-rejected",
+    "open_unfenced_meta": "stale-rejected",
+    "open_unfenced_blob_put": "stale-rejected",
+    "open_two_transaction_fence": "atomic-fence",
+    "open_read_then_write": "atomic-fence",
+    "open_epoch_reset_on_release": "epoch-monotonic",
+    "open_run_match_ignored": "run-match",
+    "open_untyped_refusal": "typed-refusal",
+    "open_acquire_while_live": "lease-exclusive",
+    "open_dropped_payload_bytes": "journal-a4",
+}

@@ -76,6 +76,7 @@ def _worker(index: int, target: StoreTarget, lease_ttl_ms: int, tasks: Any, resu
     # Imports happen here too: under spawn this body runs in a fresh interpreter.
     from soak.spi import JournalEntry
 
+    results.put((0, index, "ready", "", None))  # start-up is not boot time: the parent waits for this
     while True:
         task = tasks.get()
         if task is None:
@@ -121,6 +122,18 @@ class _Pool:
         ]
         for p in self.procs:
             p.start()
+        # Wait until every worker has started its interpreter, so round timeouts measure boots.
+        ready: set[int] = set()
+        deadline = time.monotonic() + 120
+        while len(ready) < n and time.monotonic() < deadline:
+            try:
+                rnd, index, kind, _, _ = self.results.get(timeout=1.0)
+            except Exception:  # queue.Empty
+                if not any(p.is_alive() for p in self.procs):
+                    break
+                continue
+            if rnd == 0 and kind == "ready":
+                ready.add(index)
 
     def stop(self, *, kill: bool = False) -> None:
         for q in self.tasks:
@@ -169,8 +182,7 @@ def boot_storm(
             for q in pool.tasks:
                 q.put((rnd, location))
             seen: set[int] = set()
-            # Worker start-up (first round) is not boot time: allow it on top of the timeout.
-            deadline = time.monotonic() + timeout_s + (30 if rnd == 1 else 0)
+            deadline = time.monotonic() + timeout_s
             while len(seen) < processes:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:

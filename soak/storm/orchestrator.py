@@ -10,6 +10,7 @@ quorum's progress over time to `quorum.jsonl`.
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import platform
 import random
@@ -59,6 +60,7 @@ __all__ = ["default_run_dir", "run_storm"]
 
 _TICK_S = 0.02
 STORE_DIR = "store"
+QUORUM_FILE = "quorum.jsonl"
 
 
 def default_run_dir(scenario_name: str, root: str | os.PathLike[str] = "reports") -> Path:
@@ -120,7 +122,7 @@ class _Storm:
         self.events = HistoryWriter(run_dir / EVENTS_FILE, "nemesis")
         self.nemesis = Nemesis(scenario, self.rng, self.events)
         self.quorum = QuorumTracker(self.history_dir, self.workload.new_counter(), scenario.quorum)
-        self.timeline: list[dict[str, Any]] = []
+        self.timeline = open(run_dir / QUORUM_FILE, "a")  # one line of counts per second, written live
         self.hung: dict[str, int] = {}  # surface -> store calls killed for exceeding call_timeout_s
 
     # -- workers ----------------------------------------------------------------------------
@@ -250,6 +252,11 @@ class _Storm:
             return f"reading the final state back failed (exit code {proc.exitcode}); see the traceback above"
         return None
 
+    def _sample(self, elapsed_ns: int) -> None:
+        row = {"t_s": round(elapsed_ns / 1e9, 3), **self.quorum.counts()}
+        self.timeline.write(json.dumps(row, separators=(",", ":")) + "\n")
+        self.timeline.flush()
+
     # -- the loop ---------------------------------------------------------------------------
 
     def run(self, info: RunInfo) -> dict[str, Any]:
@@ -276,7 +283,7 @@ class _Storm:
                         display.update(self.quorum.counts(), (now - start) / 1e9)
                         if now - last_sample >= 1_000_000_000:
                             last_sample = now
-                            self.timeline.append({"t_s": round((now - start) / 1e9, 3), **self.quorum.counts()})
+                            self._sample(now - start)
                         if self.quorum.met():
                             quorum_at = (now - start) / 1e9
                             status = "quorum"
@@ -308,6 +315,7 @@ class _Storm:
         extra["hung_calls"] = dict(self.hung)
         self.quorum.poll()
         self.quorum.finish()
+        self._sample(now_ns() - start)
         extra["time_to_quorum_s"] = quorum_at
         extra["elapsed_s"] = round((now_ns() - start) / 1e9, 3)
         extra["respawns"] = self.respawns
@@ -442,9 +450,5 @@ def run_storm(
         write_json(run_dir / RUN_INFO, dataclasses.asdict(info))
         extra["seed"] = seed
         write_json(run_dir / "storm.json", extra)
-        with open(run_dir / "quorum.jsonl", "w") as fh:
-            import json
-
-            for row in storm.timeline:
-                fh.write(json.dumps(row, separators=(",", ":")) + "\n")
+        storm.timeline.close()
     return info

@@ -161,3 +161,19 @@ BROKEN: dict[str, str] = {
     "open_acquire_while_live": "lease-exclusive",
     "open_dropped_payload_bytes": "journal-a4",
 }
+
+
+# -- stores that fail or hang at boot (for the boot storm) ----------------------------------
+
+def open_refusing(location: str, *, lease_ttl_ms: int) -> SqliteStore:
+    """A networked store whose server is down: every boot fails."""
+    raise ConnectionRefusedError("no server here")
+
+
+def open_hanging_in_worker_1(location: str, *, lease_ttl_ms: int) -> SqliteStore:
+    """Hangs in the boot process named `soak-boot-1`; the others boot the reference store."""
+    import multiprocess
+
+    if multiprocess.current_process().name.endswith("-1"):
+        time.sleep(3600)
+    return SqliteStore(os.path.join(location, "store.db"), lease_ttl_ms)

@@ -22,7 +22,7 @@ def test_sixteen_processes_open_one_fresh_sqlite_file_twenty_times():
 
 
 def test_failures_are_recorded_with_their_exception_type(tmp_path):
-    report = boot_storm("tests.broken_boot:open_refusing", processes=3, rounds=2, timeout_s=20)
+    report = boot_storm("tests.broken_stores:open_refusing", processes=3, rounds=2, timeout_s=20)
     assert not report.ok
     assert report.attempts == 6
     assert report.by_type() == {"ConnectionRefusedError": 6}
@@ -31,7 +31,7 @@ def test_failures_are_recorded_with_their_exception_type(tmp_path):
 
 def test_a_hung_process_is_killed_and_counted():
     t0 = time.monotonic()
-    report = boot_storm("tests.broken_boot:open_hanging_in_worker_1", processes=2, rounds=2, timeout_s=3)
+    report = boot_storm("tests.broken_stores:open_hanging_in_worker_1", processes=2, rounds=2, timeout_s=3)
     assert time.monotonic() - t0 < 40
     kinds = [f.kind for f in report.failures_list]
     assert kinds.count("hung") == 2, report.summary()  # worker 1 hangs in both rounds, is replaced
@@ -43,7 +43,7 @@ def test_boot_cli_exit_codes(capsys):
     assert main(["boot", "--store", "sqlite:", "-n", "4", "--rounds", "2"]) == 0
     out = capsys.readouterr().out
     assert "4 processes x 2 rounds" in out and "failures 0" in out and "PASS" in out
-    assert main(["boot", "--store", "tests.broken_boot:open_refusing", "-n", "2", "--rounds", "1"]) == 1
+    assert main(["boot", "--store", "tests.broken_stores:open_refusing", "-n", "2", "--rounds", "1"]) == 1
     out = capsys.readouterr().out
     assert "ConnectionRefusedError: 2" in out and "FAIL" in out
 

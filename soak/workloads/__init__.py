@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from soak.errors import ScenarioError
 from soak.history import HistoryWriter, payload_for
-from soak.spi import LeaseHeldError, StoreError
+from soak.spi import LeaseHeldError, StoreBusyError, StoreError
 
 if TYPE_CHECKING:
     import random
@@ -122,7 +122,7 @@ class WorkerContext:
             tag = self.next_tag()
             value, call = build(tag, payload_for(tag), c)
             outcome = self.op(f, run, lease, intent, value, call)
-            if outcome.type == "fail" and type(outcome.error).__name__ == "StoreBusyError":
+            if outcome.refused(StoreBusyError):
                 attempts += 1
                 if attempts <= self.scenario.busy_retries and not self.should_stop():
                     time.sleep(0.002 * attempts)
@@ -135,7 +135,7 @@ class WorkerContext:
         attempts = 0
         while True:
             outcome = self.op(f, run, lease, intent, value, call, ok_value)
-            if outcome.type == "fail" and type(outcome.error).__name__ == "StoreBusyError":
+            if outcome.refused(StoreBusyError):
                 attempts += 1
                 if attempts <= self.scenario.busy_retries and not self.should_stop():
                     time.sleep(0.002 * attempts)

@@ -1,0 +1,79 @@
+"""The runs workload in-process (threads over the memory store): the invoke values the checker reads."""
+
+from __future__ import annotations
+
+import random
+import threading
+from collections import defaultdict
+
+from soak.history import MUTATIONS, HistoryWriter, Operation, operations
+from soak.scenario import load_scenario
+from soak.stores.memory import open_memory
+from soak.workloads import WorkerContext, get_workload
+
+
+def _storm_in_threads(tmp_path, workers=3, ops=600):
+    sc = load_scenario("smoke", {"lease_ttl_ms": 30, "stall_prob": 0.5})
+    store = open_memory(str(tmp_path), lease_ttl_ms=sc.lease_ttl_ms)
+    workload = get_workload("runs")
+    threads = []
+    for slot in range(workers):
+        name = f"w{slot}.1"
+        writer = HistoryWriter(tmp_path / f"{name}.jsonl", name)
+        ctx = WorkerContext(store=store, writer=writer, rng=random.Random(slot), scenario=sc, process=name,
+                            should_stop=lambda w=writer: w.next_index() >= ops)
+        threads.append(threading.Thread(target=workload.worker_loop, args=(ctx,)))
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert not any(t.is_alive() for t in threads)
+    return [x for x in operations(sorted(tmp_path.glob("w*.jsonl"))) if isinstance(x, Operation)]
+
+
+def test_invoke_values_follow_the_storm_checker_interface(tmp_path):
+    ops = _storm_in_threads(tmp_path)
+    assert {op.intent for op in ops} == {"live", "stale", "cross", "side"}
+    counters: dict[tuple, list[int]] = defaultdict(list)
+    for op in ops:
+        if op.f == "acquire":
+            assert op.lease is None and op.args == {"owner": op.process}
+            if op.outcome == "ok":
+                assert isinstance(op.result["epoch"], int)
+            elif op.error == "LeaseHeldError":
+                assert "holder" in op.result
+        elif op.f == "load" and op.outcome == "ok":
+            assert set(op.result) == {"tail", "count"}
+        elif op.f in MUTATIONS:
+            assert op.lease is not None
+            counters[(op.lease.run_id, op.lease.owner, op.lease.epoch)].append(op.args["c"])
+            if op.f in ("append", "put_meta", "blob_put"):
+                assert op.args["tag"] == op.tag
+            if op.f in ("blob_put", "blob_delete"):
+                assert op.args["ref"].split("/")[0] == op.run
+            if op.f == "put_meta":
+                assert op.args["segments"] == op.args["c"]
+        elif op.f in ("renew", "release"):
+            assert op.args == {} and op.lease is not None
+        if op.intent == "cross":
+            assert op.f == "load" or op.lease.run_id != op.run
+    # c counts 1, 2, ... per lease in invoke order
+    assert counters and all(cs == list(range(1, len(cs) + 1)) for cs in counters.values())
+
+
+def test_superseded_leases_are_swept_and_refused_typed(tmp_path):
+    ops = _storm_in_threads(tmp_path)
+    granted_at = {(op.run, op.result["epoch"]): op.complete_ns for op in ops
+                  if op.f == "acquire" and op.outcome == "ok"}
+    # stale operations invoked after the successor epoch was granted
+    superseded = [op for op in ops if op.intent == "stale" and op.lease is not None
+                  and granted_at.get((op.lease.run_id, op.lease.epoch + 1), float("inf")) < op.invoke_ns]
+    assert len(superseded) > 20
+    surfaces = {("cross" if op.run != op.lease.run_id else op.f) for op in superseded}
+    assert surfaces == {"append", "put_meta", "blob_put", "blob_delete", "delete", "renew", "release", "cross"}
+    # the memory store is correct: no write under a superseded lease is accepted
+    accepted = [op for op in superseded if op.outcome == "ok"]
+    assert not accepted, [op.tag for op in accepted][:5]
+    assert all(op.outcome == "fail" and op.error == "LeaseHeldError" for op in superseded)
+    # the stale append went to the fresh tail + 1 (the order guard cannot mask the fence)
+    assert any(op.f == "append" for op in superseded)

@@ -20,6 +20,8 @@ The workers' `intent` is never consulted.
 from __future__ import annotations
 
 import bisect
+import sys
+from array import array
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -36,6 +38,7 @@ _HARNESS_UNKNOWN = frozenset(("Incomplete", "Timeout", "TimeoutError", "Killed",
 #: Typed refusals of the contract (and their root).
 _TYPED = frozenset(("StoreError", "LeaseHeldError", "JournalOrderError", "StoreBusyError"))
 _NEVER = float("inf")
+_intern = sys.intern
 
 
 def default_margin_ns(lease_ttl_ms: int) -> int:
@@ -60,8 +63,10 @@ def _ev(op: Operation) -> Evidence:
 def _lite(op: Operation) -> tuple[Any, ...]:
     """A compact stand-in for `_ev(op)` (a plain tuple is several times cheaper to build)."""
     lease = op.lease
-    return (op.process, op.index, op.f, op.run, lease.epoch if lease is not None else op.result.get("epoch"),
-            op.args.get("c"), op.outcome, op.invoke_ns, op.complete_ns, op.error)
+    return (_intern(op.process), op.index, _intern(op.f), _intern(op.run),
+            lease.epoch if lease is not None else op.result.get("epoch"),
+            op.args.get("c"), _intern(op.outcome), op.invoke_ns, op.complete_ns,
+            None if op.error is None else _intern(op.error))
 
 
 def evidence(x: Evidence | Operation | tuple[Any, ...]) -> Evidence:
@@ -97,7 +102,10 @@ class _Tenure:
         if type(self.mut) is Operation:
             self.mut = _lite(self.mut)
         if type(self.lop) is Operation:
-            self.lop = _lite(self.lop)
+            if self.rel_ok_ev is self.lop:
+                self.rel_ok_ev = self.lop = _lite(self.lop)
+            else:
+                self.lop = _lite(self.lop)
         if type(self.unt) is Operation:
             self.unt = _lite(self.unt)
         if type(self.rel_ok_ev) is Operation:
@@ -112,11 +120,12 @@ class _Run:
     def __init__(self) -> None:
         self.acq_invokes: list[int] = []  # invocation time of every acquire, any outcome
         self.acq_unknown: list[tuple[int, float]] = []  # unknown acquires: (invoke, complete or inf)
-        self.missing: list[tuple[tuple[int, int], Evidence]] = []  # ok appends absent from the journal
+        # ok appends absent from the journal, flat: epoch, c, process id, index, invoke, complete
+        self.missing = array("q")
         self.del_any: tuple[int, int] | None = None  # highest key of an ok or unknown delete
         self.del_ok: tuple[tuple[int, int], Evidence] | None = None
         self.meta_ok: tuple[tuple[int, int], Evidence] | None = None
-        self.prune_at = 64
+        self.prune_at = 6 * 1024
 
 
 class _Ref:
@@ -145,6 +154,7 @@ class Facts:
     refs: dict[str, _Ref] = field(default_factory=dict)
     seen: dict[str, tuple[Evidence, tuple[int, int], dict[str, Any]]] = field(default_factory=dict)
     refusals: list[tuple[str, int, str, Evidence]] = field(default_factory=list)
+    procs: list[str] = field(default_factory=list)  # process names by id, for compact records
     scan_violations: list[Violation] = field(default_factory=list)
     stats: dict[str, int] = field(default_factory=dict)
     _stale_cache: dict[str, tuple[list[int], list[tuple[float, Any]]]] = field(default_factory=dict)
@@ -194,6 +204,7 @@ def scan(
     index = _state_tags(snapshot)
     tenures, run_acc, refs, seen, refusals = facts.tenures, facts.run_acc, facts.refs, facts.seen, facts.refusals
     scan_violations = facts.scan_violations
+    procs, proc_ids = facts.procs, {}
     n_ops = n_events = n_ok = n_fail = n_info = 0
     mutations, lease_ops = _MUTATIONS, _LEASE_OPS
     ttl_ns = lease_ttl_ms * 1_000_000
@@ -269,11 +280,13 @@ def scan(
             t = tenures.get((run, lease.epoch))
             if t is None:
                 t = tenures[(run, lease.epoch)] = _Tenure(run, lease.epoch)
-            users = t.users
-            if users is None:
-                t.users = {lease.owner: _lite(op)}
-            elif lease.owner not in users:
-                users[lease.owner] = _lite(op)
+            owner = lease.owner
+            if not (t.grants and owner == t.grants[0][2]):  # the usual case: the grantee, already seen
+                users = t.users
+                if users is None:
+                    t.users = {owner: _lite(op)}
+                elif owner not in users:
+                    users[owner] = _lite(op)
             if is_mut:
                 if op.invoke_ns > t.mut_inv:
                     if type(t.mut) is not Op:
@@ -284,7 +297,11 @@ def scan(
                         ra = run_acc.get(run)
                         if ra is None:
                             ra = run_acc[run] = _Run()
-                        ra.missing.append((key, op))
+                        pid = proc_ids.get(op.process)
+                        if pid is None:
+                            pid = proc_ids[op.process] = len(procs)
+                            procs.append(op.process)
+                        ra.missing.extend((key[0], key[1], pid, op.index, op.invoke_ns, op.complete_ns))
                         if len(ra.missing) > ra.prune_at:
                             _prune_missing(ra)
                 elif f == "put_meta":
@@ -312,7 +329,6 @@ def scan(
                         ra.del_ok = (key, op)
                     if ra.del_any is None or key > ra.del_any:
                         ra.del_any = key
-                        _prune_missing(ra)
             else:
                 if op.invoke_ns > t.lop_inv:
                     if type(t.lop) is not Op:
@@ -325,7 +341,7 @@ def scan(
                         t.rel_inv = op.invoke_ns
                     if op.complete_ns < t.rel_ok:
                         t.rel_ok = op.complete_ns
-                        t.rel_ok_ev = _lite(op)
+                        t.rel_ok_ev = op if t.lop is op else _lite(op)
             if len(dirty) > 512:
                 for d in dirty:
                     d.compact()
@@ -340,6 +356,8 @@ def scan(
                 if t is not None and op.process == lease.owner and t.grants and t.grants[0][2] == lease.owner:
                     # The owner's grant and renewals sit earlier in its own file, already read: a refusal
                     # past their ttl (or before any of them completed) can never be spurious.
+                    if t.rel_inv < op.complete_ns:
+                        continue  # released first
                     last = max((m[0] for m in t.marks if m[1] < op.invoke_ns), default=None)
                     if last is None or op.complete_ns >= last + ttl_ns - margin_ns:
                         continue
@@ -359,7 +377,6 @@ def scan(
                 ra = _run_of(run_acc, run)
                 if ra.del_any is None or key > ra.del_any:
                     ra.del_any = key
-                    _prune_missing(ra)
             elif f == "blob_delete":
                 rf = _ref_of(refs, args["ref"], run)
                 if rf.del_any is None or key > rf.del_any:
@@ -396,11 +413,16 @@ def _tenure_of(tenures: dict[tuple[str, int], _Tenure], run: str, epoch: int) ->
 
 
 def _prune_missing(ra: _Run) -> None:
-    """Drop absent appends a later delete already explains; keeps the list short in long runs."""
+    """Drop absent appends a delete seen so far explains; the threshold doubles, so this stays linear."""
     if ra.del_any is not None:
-        d = ra.del_any
-        ra.missing = [m for m in ra.missing if m[0] >= d]
-    ra.prune_at = max(64, 2 * len(ra.missing))
+        ra.missing = array("q", _unexplained(ra.missing, ra.del_any))
+    ra.prune_at = max(6 * 1024, 2 * len(ra.missing))
+
+
+def _unexplained(missing: array, del_any: tuple[int, int] | None) -> Iterable[int]:
+    for i in range(0, len(missing), 6):
+        if del_any is None or (missing[i], missing[i + 1]) >= del_any:
+            yield from missing[i:i + 6]
 
 
 def _state_tags(snapshot: Any) -> dict[str, list[tuple[str, str]]]:
@@ -662,11 +684,13 @@ def check_state(facts: Facts) -> list[Violation]:
     for run, ra in facts.run_acc.items():
         if run not in snap.journals:
             continue
-        for key, op in ra.missing:
-            if ra.del_any is None or key >= ra.del_any:
-                ev = evidence(op)
-                out.append(Violation("journal-a1", f"lost write: accepted append {ev.tag} is missing from the journal "
-                                     f"of {run} and no later delete explains it", (ev,)))
+        m = array("q", _unexplained(ra.missing, ra.del_any))
+        for i in range(0, len(m), 6):
+            epoch, c, pid, index, invoke, complete = m[i:i + 6]
+            process = facts.procs[pid]
+            ev = Evidence(process, index, "append", run, epoch, c, "ok", invoke, complete, f"{process}#{index}")
+            out.append(Violation("journal-a1", f"lost write: accepted append {ev.tag} is missing from the journal "
+                                 f"of {run} and no later delete explains it", (ev,)))
 
     for run, meta in snap.metas.items():
         ra = facts.run_acc.get(run)

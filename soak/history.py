@@ -330,16 +330,16 @@ def _file_operations(path: Path) -> Iterator[Operation | Record]:
                         raise HistoryCorruptError(f"{path}:{lineno}: process {p}: completion {obj.get('i')} without its invoke")
                     lease = inv["lease"]
                     if lease:
-                        key = (lease[0], lease[1], lease[2])
+                        key = tuple(lease)
                         lease = leases.get(key)
                         if lease is None:
                             lease = leases[key] = Lease(key[0], key[1], int(key[2]))
                     else:
                         lease = None
                     op = Operation(
-                        p, int(inv["i"]), inv.get("f", ""), inv.get("run", ""), lease, inv.get("intent", ""),
+                        p, inv["i"], inv.get("f", ""), inv.get("run", ""), lease, inv.get("intent", ""),
                         inv.get("v") or {}, t, obj.get("v") or {}, obj.get("err"), obj.get("msg"),
-                        int(inv["ts"]), int(obj["ts"]),
+                        inv["ts"], int(obj["ts"]),
                     )
                 elif t == "invoke":
                     p = obj["p"]
@@ -349,7 +349,7 @@ def _file_operations(path: Path) -> Iterator[Operation | Record]:
                         )
                     inv = obj
                     inv.setdefault("lease", None)
-                    int(inv["i"]), int(inv["ts"])  # validated here so a bad line is named here
+                    inv["i"], inv["ts"] = int(inv["i"]), int(inv["ts"])  # checked here, so a bad line is named
                     pending[p] = inv
                     continue
                 elif t == "event":

@@ -844,8 +844,9 @@ def check(
         reasons.append(f"reading the final state raised {type(exc).__name__}: {exc}")
     if status != "quorum":
         reasons.append(f"run ended with status {status!r}, quorum not met{': ' + quorum if quorum else ''}")
+    violations = _dedupe(violations)
     facts.stats["violations"] = len(violations)
-    return Verdict.build(_dedupe(violations), reasons, facts.stats)
+    return Verdict.build(violations, reasons, facts.stats)
 
 
 def _undecidable(facts: Facts) -> list[str]:

@@ -302,7 +302,7 @@ def _toml_value(v: Any) -> str:
 
 def dump_scenario(scenario: Scenario) -> str:
     """The scenario as TOML text that `load_scenario` reads back to an equal `Scenario`."""
-    lines = [f"# soak storm scenario (as run)"]
+    lines = ["# soak storm scenario (as run)"]
     for f in dataclasses.fields(scenario):
         if f.name in _TABLES:
             continue

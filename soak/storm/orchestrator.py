@@ -242,7 +242,8 @@ class _Storm:
             name="snapshot", daemon=True,
         )
         proc.start()
-        limit = max(15.0, 3 * self.sc.call_timeout_s) + 1.2 * self.sc.lease_ttl_ms / 1000.0
+        # process start and boot, a few calls' worth of call timeouts, the probe's 1.2 x ttl wait
+        limit = 5.0 + 3 * self.sc.call_timeout_s + 1.2 * self.sc.lease_ttl_ms / 1000.0
         proc.join(limit)
         if proc.is_alive():
             proc.kill()
@@ -431,10 +432,9 @@ def run_storm(
         if info.status != "error" or storm.quorum.boot_ok:
             snap_error = storm.snapshot()
             if snap_error:
+                # no final state: the checker cannot decide (inconclusive, with this reason)
                 extra["snapshot_error"] = snap_error
-                if info.status in ("quorum", "timeout"):
-                    info.status = "error"
-                    info.error = snap_error
+                info.error = snap_error if info.error is None else f"{info.error}; {snap_error}"
         if storm.interrupted:
             info.status = "interrupted"
             extra["signal"] = storm.interrupted

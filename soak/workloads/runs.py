@@ -15,7 +15,7 @@ from collections import defaultdict
 from typing import Any
 
 from soak.scenario import ACCEPT_SURFACES, STALE_SURFACES
-from soak.spi import RUN_STATUSES, JournalEntry, JournalOrderError, Lease, LeaseHeldError, RunMeta
+from soak.spi import RUN_STATUSES, JournalEntry, Lease, LeaseHeldError, RunMeta
 from soak.workloads import Outcome, WorkerContext
 
 __all__ = ["CROSS_RUN", "RunsCounter", "RunsWorkload"]

@@ -41,6 +41,15 @@ def hanging_store(location: str, *, lease_ttl_ms: int):
     return store
 
 
+def loads_hang_store(location: str, *, lease_ttl_ms: int):
+    """The reference SQLite store, except that reading a journal hangs forever."""
+    from soak.stores.sqlite import open_sqlite
+
+    store = open_sqlite(location, lease_ttl_ms=lease_ttl_ms)
+    store.load = lambda run_id: time.sleep(3600)
+    return store
+
+
 def _events(run_dir: Path) -> list[dict]:
     return [json.loads(line) for line in (run_dir / "history" / "nemesis.jsonl").read_text().splitlines()]
 
@@ -193,3 +202,15 @@ def test_cli_without_a_checker_says_so_and_is_inconclusive(tmp_path, monkeypatch
     assert code == 3
     assert "checker not available" in out and f"run directory: {tmp_path / 'run'}" in out
     assert load_run_info(tmp_path / "run").status == "timeout"
+
+
+@pytest.mark.slow
+def test_store_whose_reads_hang_still_ends_and_names_the_missing_final_state(tmp_path):
+    sc = load_scenario("smoke", {"workers": 2, "time_bound_s": 3.0, "call_timeout_s": 1.0,
+                                 "pause_interval_s": 0.0, "kill_interval_s": 0.0, "grace_s": 0.5})
+    started = time.monotonic()
+    info = run_storm(sc, resolve(loads_hang_store), tmp_path / "run", progress=False)
+    assert time.monotonic() - started < 30
+    assert info.status == "timeout"
+    assert "load x" in info.error and "reading the final state back did not finish" in info.error
+    assert not (tmp_path / "run" / "final_state.json").exists()

@@ -20,8 +20,10 @@ from typing import Any
 from soak.errors import ScenarioError
 
 __all__ = [
+    "ACCEPT_SURFACES",
     "MIX_KEYS",
     "QUORUM_KEYS",
+    "STALE_SURFACES",
     "Scenario",
     "dump_scenario",
     "load_scenario",

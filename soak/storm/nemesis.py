@@ -15,12 +15,13 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from soak.history import HistoryWriter, now_ns
+from soak.history import MUTATIONS, HistoryWriter, now_ns
 from soak.storm.worker import IN_CALL, OP_INDEX, PHASE, RUNNING, SINCE_NS, SURFACE, SURFACES
 
 __all__ = ["Nemesis", "WorkerHandle", "call_state"]
 
 _AIM_S = 0.05  # how long an aimed strike watches for a worker inside a store call
+_MUTATION_CODES = frozenset(SURFACES.index(f) for f in MUTATIONS)
 
 
 @dataclass(eq=False)
@@ -107,7 +108,9 @@ class Nemesis:
 
         Store calls last well under a millisecond on a fast store, so a blind signal rarely
         lands inside one: to aim, watch the shared call flags for up to `_AIM_S` and strike
-        the first worker seen inside a call (its recorded `in_call` is still read afterwards).
+        the first worker seen inside a mutation (where a pause between fence check and commit
+        breaks a non-atomic fence), else inside any call. The recorded `in_call` is read again
+        after the stop took effect, so it is the truth, not the aim.
         """
         candidates = [w for w in workers if w.running() and w.paused_since is None]
         if not candidates:
@@ -116,9 +119,12 @@ class Nemesis:
             deadline = time.monotonic() + _AIM_S
             while True:
                 in_call = [w for w in candidates if w.state[IN_CALL]]
-                if in_call:
-                    return self.rng.choice(in_call)
+                mutating = [w for w in in_call if int(w.state[SURFACE]) in _MUTATION_CODES]
+                if mutating:
+                    return self.rng.choice(mutating)
                 if time.monotonic() > deadline:
+                    if in_call:
+                        return self.rng.choice(in_call)
                     break
                 time.sleep(0.0001)
         return self.rng.choice(candidates)

@@ -47,6 +47,7 @@ from soak.storm.worker import (
     OP_INDEX,
     PHASE,
     PHASES,
+    READY,
     SINCE_NS,
     SLOTS,
     WorkerSpec,
@@ -112,6 +113,7 @@ class _Storm:
         self.location = run_dir / STORE_DIR
         self.history_dir = run_dir / HISTORY_DIR
         self.stop_flag = self.mp.RawValue("b", 0)
+        self.go_flag = self.mp.RawValue("b", 0)  # the boot barrier (see worker_main)
         self.handles: list[WorkerHandle] = []
         self.incarnations: dict[int, int] = {}
         self.worker_seeds: dict[str, int] = {}
@@ -135,13 +137,25 @@ class _Storm:
         self.worker_seeds[name] = seed
         spec = WorkerSpec(slot, inc, seed, self.target, str(self.location), self.sc, str(self.history_dir), os.getpid())
         state = self.mp.RawArray("q", SLOTS)
-        proc = self.mp.Process(target=worker_main, args=(spec, state, self.stop_flag), name=name, daemon=True)
+        proc = self.mp.Process(target=worker_main, args=(spec, state, self.stop_flag, self.go_flag), name=name,
+                               daemon=True)
         proc.start()
         handle = WorkerHandle(name, slot, inc, seed, proc, state)
         self.handles.append(handle)
         self.events.event("spawn", {"target": name, "pid": proc.pid, "slot": slot, "incarnation": inc,
                                     "reason": reason})
         return handle
+
+    def release_boot_barrier(self, timeout_s: float = 30.0) -> None:
+        """Once every first worker waits at the barrier (or died), let them all boot at once."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline and not self.interrupted:
+            if all(int(h.state[PHASE]) == READY or not h.process.is_alive() for h in self.handles):
+                break
+            time.sleep(0.005)
+        self.go_flag.value = 1
+        self.events.event("boot", {"workers": [h.name for h in self.handles],
+                                   "ready": sum(int(h.state[PHASE]) == READY for h in self.handles)})
 
     def live(self) -> list[WorkerHandle]:
         return [h for h in self.handles if not h.reaped]
@@ -267,6 +281,7 @@ class _Storm:
         info.started_ns = start
         for slot in range(self.sc.workers):
             self.spawn(slot, "start")
+        self.release_boot_barrier()
         self.nemesis = Nemesis(self.sc, self.rng, self.events, start_ns=start)
         bound = start + int(self.sc.time_bound_s * 1e9)
         display = _Display(self.sc.quorum, self.sc.time_bound_s, enabled=self.show_progress)

@@ -34,8 +34,8 @@ __all__ = [
 IN_CALL, OP_INDEX, SINCE_NS, SURFACE, PHASE = range(5)
 SLOTS = 5
 #: Worker phases (shared `PHASE` slot).
-BOOTING, RUNNING, BOOT_FAILED, DONE, CRASHED = range(5)
-PHASES = ("booting", "running", "boot-failed", "done", "crashed")
+STARTING, RUNNING, BOOT_FAILED, DONE, CRASHED, READY, BOOTING = range(7)
+PHASES = ("starting", "running", "boot-failed", "done", "crashed", "ready", "booting")
 #: Surface codes published in the `SURFACE` slot.
 SURFACES = ("", "open", "acquire", "renew", "release", "load", "append", "put_meta", "blob_put",
             "blob_delete", "delete")
@@ -85,8 +85,12 @@ def _die_with_parent(parent_pid: int) -> None:
         os._exit(0)
 
 
-def worker_main(spec: WorkerSpec, state: Any, stop: Any) -> None:
-    """Process entry: boot the store, run the workload until `stop.value` is set."""
+def worker_main(spec: WorkerSpec, state: Any, stop: Any, go: Any) -> None:
+    """Process entry: wait for `go`, boot the store, run the workload until `stop.value` is set.
+
+    The first workers wait at the `go` barrier so they all call the store factory within a
+    millisecond of each other: a bootstrap that races with itself shows up here.
+    """
     _die_with_parent(spec.parent_pid)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the orchestrator's to handle
     import random
@@ -109,6 +113,11 @@ def worker_main(spec: WorkerSpec, state: Any, stop: Any) -> None:
     writer.event("start", {"pid": os.getpid(), "seed": spec.seed, "slot": spec.slot,
                            "incarnation": spec.incarnation})
     sc = spec.scenario
+    state[PHASE] = READY
+    deadline = time.monotonic() + 60
+    while not go.value and not stop.value and time.monotonic() < deadline:
+        time.sleep(0.0005)
+    state[PHASE] = BOOTING
     index = writer.invoke("open", "", None, "boot", {})
     enter(index, "open")
     try:

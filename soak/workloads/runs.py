@@ -2,8 +2,9 @@
 
 One tenure: acquire a random main run, `load` its tail, 3-8 random fenced operations (append at
 the fresh tail + 1, meta, blob put and delete, renew, a full deletion cycle on a side run under
-its own lease, a probe of the live lease on a foreign run), then release, or stall past the ttl
-without renewing. After a stall or a refusal of the live lease, the dead lease is swept over
+its own lease, a probe of the live lease on a foreign run, now and then an append at or below
+the tail that the order guard must refuse), then release, or stall past the ttl without
+renewing. After a stall or a refusal of the live lease, the dead lease is swept over
 every surface (append, meta, blob put, blob delete, run delete, renew, cross-run use, release):
 each must be refused typed. Invoke values follow the storm/checker interface in `soak.history`.
 """
@@ -150,6 +151,14 @@ class _Worker:
                 out = self.append(run, lease, "live", seq)
                 # the tail is known again only after an accepted append
                 tail = seq if out.ok else None
+            elif kind == "order_probe":
+                if tail is None:
+                    tail = self.load_tail(run, "live")
+                    if tail is None:
+                        continue
+                out = self.append(run, lease, "live", self.rng.randint(max(0, tail - 2), tail))
+                if not out.refused():
+                    tail = None  # an accepted (or unknown) append below the tail: reload before the next
             elif kind == "put_meta":
                 out = self.put_meta(run, lease, "live")
             elif kind == "blob_put":

@@ -139,11 +139,11 @@ def _child(run_dir: str) -> None:
 
     from soak.check import check_run
 
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     verdict = check_run(run_dir, write=False)
-    dt = time.perf_counter() - t0
+    dt, dc = time.perf_counter() - t0, time.process_time() - c0
     rss_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    print(json.dumps({"seconds": dt, "result": verdict.result, "ops": verdict.stats.get("operations"),
+    print(json.dumps({"seconds": dt, "cpu": dc, "result": verdict.result, "ops": verdict.stats.get("operations"),
                       "rss_mb": rss_kb / 1024, "violations": [v.statement for v in verdict.violations[:3]],
                       "reasons": list(verdict.reasons[:3])}))
 
@@ -154,6 +154,11 @@ def main(argv: list[str]) -> int:
         return 0
     sizes = [int(a) for a in argv] or [100_000, 1_000_000]
     ok = True
+    c0 = time.process_time()
+    x = 0
+    for i in range(10_000_000):  # machine calibration: the same loop takes about 0.4 s on a recent laptop core
+        x += i
+    print(f"calibration: 10M Python additions in {time.process_time() - c0:.2f} CPU s")
     with tempfile.TemporaryDirectory(prefix="soak-bench-") as tmp:
         for n in sizes:
             run_dir = Path(tmp) / f"n{n}"
@@ -167,8 +172,8 @@ def main(argv: list[str]) -> int:
             rate = count / r["seconds"]
             ok &= r["result"] == "pass" and rate >= TARGET_OPS_PER_S
             print(f"{count:>9,} ops ({size_mb:6.1f} MB history, generated in {gen:5.1f} s): checked in "
-                  f"{r['seconds']:6.2f} s = {rate:>9,.0f} ops/s ({rate / TARGET_OPS_PER_S:4.2f}x target), "
-                  f"peak RSS {r['rss_mb']:6.1f} MB, verdict {r['result']}"
+                  f"{r['seconds']:6.2f} s = {rate:>9,.0f} ops/s ({rate / TARGET_OPS_PER_S:4.2f}x target; "
+                  f"{count / r['cpu']:,.0f} ops per CPU s), peak RSS {r['rss_mb']:6.1f} MB, verdict {r['result']}"
                   + (f" {r['violations']} {r['reasons']}" if r["result"] != "pass" else ""))
     return 0 if ok else 1
 

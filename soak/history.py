@@ -349,7 +349,7 @@ def _file_operations(path: Path) -> Iterator[Operation | Record]:
         lineno = 0
         for raw in fh:
             lineno += 1
-            if raw[-1:] != b"\n":
+            if raw[-1] != 10:  # b"\n"
                 break  # truncated final line: the operation it would have completed stays unknown
             try:
                 obj = _loads(raw)

@@ -61,11 +61,13 @@ from soak.stores import StoreTarget, resolve
 
 __all__ = [
     "ContractViolation",
+    "FakeClock",
     "FencedStoreMachine",
     "ModelOutcome",
     "PROFILES",
     "check_model",
     "configure_parser",
+    "default_profile",
     "machine_for",
     "machine_test_case",
     "model_settings",
@@ -181,8 +183,6 @@ def accepts_clock(factory: Callable[..., Any]) -> bool:
 
 
 # -- the machine ----------------------------------------------------------------------------
-
-_OK = object()
 
 _LEASE = Bundle("leases")
 _MAYBE_LEASE = st.none() | _LEASE

@@ -248,6 +248,13 @@ def test_profiles_are_explicit_about_deadlines_and_randomness():
     assert model.model_settings("dev", max_examples=7).max_examples == 7
 
 
+def test_plugin_offers_exactly_the_model_profiles():
+    from soak import pytest_plugin
+
+    assert sorted(pytest_plugin._PROFILES) == sorted(model.PROFILES)
+    assert model.__all__ == sorted(model.__all__)
+
+
 def test_unknown_profile_and_bad_examples_name_the_fix():
     with pytest.raises(ScenarioError, match="dev, ci, nightly"):
         model.model_settings("weekly")

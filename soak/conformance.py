@@ -823,51 +823,61 @@ def _race_once(
 ) -> tuple[str, int | None, int]:
     """Try to land a takeover inside the victim's fenced `surface` call.
 
-    The victim's first clock read inside the call marks its fence check (point 0). After it,
-    every point where the victim's thread returns from a function (Python, or a C method of a
-    non-builtin object such as a database connection) is numbered. From point `start_at` on,
-    the victim pauses at each point for up to `pause_s` while a fresh thief attempt (its own
-    store object, its clock past the victim's expiry) tries to acquire the run and record what
-    it sees, until one attempt gets through. An atomic store holds its lock across check and
-    mutation, so no thief gets in before the mutation commits; a store with a gap lets one in,
-    and the victim's write then lands after the successor's grant, which the successor's own
-    observation proves. Returns (why it is unsafe or '', the point the thief got through at,
-    how many points the call had).
+    Points: every place where the victim's thread returns from a function (Python, or a C
+    method of a non-builtin object such as a database connection) is numbered. With an
+    injected clock, the victim's first clock read inside the call marks its fence check and is
+    point 0, and the thieves' clock is set past the victim's expiry. Without one, the victim's
+    call starts just before its (short) tenure expires in real time, and the victim first
+    sleeps past the expiry at point `start_at`. From point `start_at` on, the victim pauses at
+    each point for up to `pause_s` while a fresh thief attempt (its own store object) tries to
+    acquire the run and record what it sees, until one gets through. An atomic store holds its
+    lock across check and mutation, so no thief gets in before the mutation commits; a store
+    with a gap lets one in, and the victim's write then lands after the successor's grant,
+    which the successor's own observation proves. Returns (why it is unsafe or '', the point
+    the thief got through at, how many points the call had).
     """
     clock = ctx.clock
-    assert clock is not None
     run = f"af-{surface}-{start_at}"
     ref = f"{run}/t1"
+    t_acquire = time.monotonic()
     lease = _call(lambda: victim.acquire(run, "victim"), "victim acquire")
+    expiry = t_acquire + victim.lease_ttl_ms / 1000.0  # real-time mode only: no later than this
     if surface == "delete":
         _call(lambda: victim.append(run, JournalEntry(1, b"v"), lease), "victim append")
     if surface == "blob-delete":
         _call(lambda: victim.transcripts.put(ref, b"v", lease), "victim blob put")
     victim_thread = threading.get_ident()
-    thief_time = clock.now + 2 * ctx.ttl  # the thieves see the victim's tenure expired
+    thief_time = clock.now + 2 * ctx.ttl if clock is not None else None
     done = threading.Event()
     box: dict[str, Any] = {}
     box_lock = threading.Lock()
     attempts: list[threading.Thread] = []
     state: dict[str, Any] = {"armed": True, "point": -1, "through_at": None}
 
+    def as_thief(flag: bool) -> None:
+        if clock is not None:
+            clock.set_thread_time(thief_time if flag else None)
+
     def attempt(thief: FencedRunStore) -> None:
-        clock.set_thread_time(thief_time)
+        as_thief(True)
         try:
             deadline = time.monotonic() + 10
             while True:
                 try:
                     succ = thief.acquire(run, "thief")
                     break
-                except StoreBusyError:
+                except (StoreBusyError, LeaseHeldError) as exc:
+                    if "lease" in box and isinstance(exc, LeaseHeldError):
+                        return  # another attempt won
                     if time.monotonic() > deadline:
                         raise
                     time.sleep(0.001)
-                except LeaseHeldError:
-                    return  # another attempt won
             with box_lock:
                 if "lease" in box:
-                    box["double"] = (box["lease"], succ)
+                    # With an injected clock the first grant never lapses, so a second one
+                    # breaks lease-exclusive; in real time the first may simply have expired.
+                    if clock is not None:
+                        box["double"] = (box["lease"], succ)
                     return
                 box["lease"] = succ
             _thief_action(thief, surface, run, ref, succ, box)
@@ -877,12 +887,14 @@ def _race_once(
                 box.setdefault("error", exc)
             done.set()
         finally:
-            clock.set_thread_time(None)
+            as_thief(False)
 
     def point() -> None:
         sys.setprofile(None)
         state["point"] += 1
         if state["point"] >= start_at and not done.is_set() and len(attempts) < len(thieves):
+            if clock is None and time.monotonic() < expiry + 0.005:
+                time.sleep(expiry + 0.005 - time.monotonic())  # let the tenure lapse right here
             t = threading.Thread(target=attempt, args=(thieves[len(attempts)],), daemon=True)
             attempts.append(t)
             t.start()
@@ -904,16 +916,23 @@ def _race_once(
         if threading.get_ident() == victim_thread and state["armed"] and state["point"] < 0:
             point()  # the clock read is point 0; the profiler numbers the rest
 
-    clock.hook = hook
+    op = _victim_op(victim, surface, run, ref, lease)
+    if clock is None:
+        time.sleep(max(0.0, expiry - 0.015 - time.monotonic()))  # call in just before expiry
     try:
+        if clock is not None:
+            clock.hook = hook
+        else:
+            sys.setprofile(profiler)
         try:
-            _victim_op(victim, surface, run, ref, lease)()
+            op()
             accepted = True
         except LeaseHeldError:
             accepted = False
     finally:
         sys.setprofile(None)
-        clock.hook = None
+        if clock is not None:
+            clock.hook = None
         state["armed"] = False
     for t in attempts:
         t.join(15)
@@ -924,12 +943,14 @@ def _race_once(
     if any(t.is_alive() for t in attempts):
         return "a thief's acquire never returned (hung store?)", through_at, points
     if not attempts:  # start_at lay beyond the call's last point: take over afterwards
-        clock.set_thread_time(thief_time)
+        if clock is None:
+            time.sleep(max(0.0, expiry + 0.005 - time.monotonic()))
+        as_thief(True)
         try:
-            box["lease"] = thieves[0].acquire(run, "thief")
+            box["lease"] = _call(lambda: thieves[0].acquire(run, "thief"), "takeover after the victim's call")
             _thief_action(thieves[0], surface, run, ref, box["lease"], box)
         finally:
-            clock.set_thread_time(None)
+            as_thief(False)
     if "error" in box:
         exc = box["error"]
         raise CheckFailed(f"{surface}: the thief's takeover raised {type(exc).__name__}: {_one_line(exc)}")
@@ -942,13 +963,13 @@ def _race_once(
         raise CheckFailed(f"{surface}: the takeover got epoch {succ.epoch}, not above the victim's {lease.epoch}")
     if not accepted:
         return "", through_at, points  # the store re-checked and refused: safe
-    clock.set_thread_time(thief_time)
+    as_thief(True)
     try:
         why = _race_witness(thieves[0], surface, run, ref, succ, box)
     finally:
-        clock.set_thread_time(None)
+        as_thief(False)
     if why and through_at is not None:
-        why += f" (takeover at return point {through_at} of {points} after the clock read)"
+        why += f" (takeover at return point {through_at} of {points} in the call)"
     return why, through_at, points
 
 
@@ -983,25 +1004,19 @@ def _shares_state(a: FencedRunStore, b: FencedRunStore) -> bool:
 
 
 def check_atomic_fence(ctx: _Ctx) -> None:
-    victim = ctx.open()
-    peer = ctx.open()
+    realtime = ctx.clock is None
+    # Without an injected clock, tenures lapse in real time: keep them short so trials are quick.
+    ttl_ms = 60 if realtime else None
+    victim = ctx.open(ttl_ms=ttl_ms)
+    peer = ctx.open(ttl_ms=ttl_ms)
     shared = _shares_state(victim, peer)
     how = "store objects over one location" if shared else "one store object, many threads"
+    how += ", real-time expiry of a 60 ms tenure" if realtime else ", injected clock"
     pause_s = 0.02
     max_points = 48
-    thieves: list[FencedRunStore] = []
-    if ctx.clock is not None:
-        thieves = [peer] + [ctx.open() for _ in range(max_points - 1)] if shared else [victim] * max_points
+    thieves = [peer] + [ctx.open(ttl_ms=ttl_ms) for _ in range(max_points - 1)] if shared else [victim] * max_points
     for surface in _RACE_SURFACES:
         with ctx.sub(f"atomic-{surface}"):
-            if ctx.clock is None:
-                if surface in ("renew", "release"):
-                    ctx.note("no clock=: renew/release race not positioned; covered by stale-lease-ops only")
-                    continue
-                why = _statistical_race(ctx, surface, shared)
-                if why:
-                    raise _fail(why)
-                continue
             # Sweep: each trial lets the takeover through at the first point it can from
             # `start` on; the next trial starts just past that point, until the call is covered.
             start, trials, points = 0, 0, 0
@@ -1015,53 +1030,8 @@ def check_atomic_fence(ctx: _Ctx) -> None:
                 if through_at is None or through_at + 1 >= points:
                     break
                 start = through_at + 1
-            ctx.note(f"takeover tried at each of {points} return points of the fenced {surface} after its "
-                     f"clock read ({trials} trials, {how}); none landed")
-
-
-def _statistical_race(ctx: _Ctx, surface: str, shared: bool, trials: int = 30) -> str:
-    """Without clock=: race a thief's acquire against the victim's call at the expiry boundary."""
-    if not shared:
-        return "store takes no clock= and two objects over one location do not share state: cannot race"
-    ttl_ms = 20
-    victim = ctx.open(ttl_ms=ttl_ms)
-    thief = ctx.open(ttl_ms=ttl_ms)
-    for i in range(trials):
-        run = f"sr-{surface}-{i}"
-        ref = f"{run}/t1"
-        lease = _call(lambda: victim.acquire(run, "victim"), "victim acquire")
-        if surface == "delete":
-            _call(lambda: victim.append(run, JournalEntry(1, b"v"), lease), "victim append")
-        if surface == "blob-delete":
-            _call(lambda: victim.transcripts.put(ref, b"v", lease), "victim blob put")
-        box: dict[str, Any] = {}
-        start = time.monotonic() + ttl_ms / 1000.0 * 0.95
-
-        def thief_main() -> None:
-            while time.monotonic() < start + 0.2:
-                try:
-                    succ = thief.acquire(run, "thief")
-                    break
-                except (LeaseHeldError, StoreBusyError):
-                    time.sleep(0.0002)
-            else:
-                return
-            box["lease"] = succ
-            _thief_action(thief, surface, run, ref, succ, box)
-
-        t = threading.Thread(target=thief_main, daemon=True)
-        time.sleep(max(0.0, start - time.monotonic() - 0.001))
-        t.start()
-        time.sleep(0.0005 * (i % 5))
-        with contextlib.suppress(LeaseHeldError, StoreBusyError):
-            _victim_op(victim, surface, run, ref, lease)()
-        t.join(5)
-        if "lease" in box:
-            why = _race_witness(thief, surface, run, ref, box["lease"], box)
-            if why:
-                return f"{surface}: {why} (statistical race, trial {i + 1})"
-    ctx.note(f"no clock=: statistical race at the expiry boundary, {trials} trials, no stale write observed")
-    return ""
+            ctx.note(f"takeover tried at each of {points} return points of the fenced {surface} "
+                     f"({trials} trials, {how}); none landed")
 
 
 # -- the suite ------------------------------------------------------------------------------

@@ -68,11 +68,18 @@ def test_every_clause_has_a_check_and_sub_checks_are_named():
 
 
 def test_without_clock_injection_the_suite_sleeps_and_says_so():
-    clauses = ["ttl-honoured", "store-clock", "live-accepted", "stale-lease-ops"]
+    clauses = ["ttl-honoured", "store-clock", "live-accepted", "stale-lease-ops", "atomic-fence"]
     report = run_conformance("tests.broken_stores:open_reference_no_clock", clauses=clauses)
     assert report.timing == "real sleeps"
     assert report.passed, [(r.check, r.detail) for r in report.failed]
     assert all("[real sleeps]" in r.detail for r in report.results)
+    assert all("real-time expiry" in r.detail for r in report.results if r.clause == "atomic-fence")
+
+
+def test_without_clock_injection_a_two_transaction_fence_still_fails():
+    report = run_conformance("tests.broken_stores:open_two_transaction_fence_no_clock", clauses=["atomic-fence"])
+    assert report.timing == "real sleeps"
+    assert "atomic-append" in {r.check for r in report.failed}, [(r.check, r.detail) for r in report.results]
 
 
 def test_the_suite_removes_the_locations_it_made(tmp_path):

@@ -38,6 +38,15 @@ class UnfencedMetaStore(MemoryStore):
             self._oracle.put_meta(meta, None, self._clock())
 
 
+class WritesThenRefuses(MemoryStore):
+    """put_meta writes first and checks the fence after: the refusal is typed but not clean."""
+
+    def put_meta(self, meta: RunMeta, lease=None) -> None:
+        with self._lock:
+            self._oracle.put_meta(meta, None, self._clock())
+            self._oracle.fence(meta.run_id, lease, self._clock())
+
+
 class EpochResetOnRelease(SqliteStore):
     """release forgets the epoch high-water mark: the next acquire reissues epoch 1."""
 
@@ -148,8 +157,10 @@ def test_real_time_mode_passes_on_a_store_without_a_clock():
         (_memory_factory(NoRunMatchStore), {"run-match"}, "state.put_blob("),
         (_memory_factory(UntypedAcquireRefusal), {"typed-refusal"}, "state.acquire("),
         (_memory_factory(RefusesLiveRenew), {"live-accepted"}, "state.renew("),
+        (_memory_factory(WritesThenRefuses), {"stale-rejected", "run-match"}, "state.put_meta("),
     ],
-    ids=["unfenced-meta", "epoch-reset-on-release", "no-run-match", "untyped-refusal", "refuses-live-renew"],
+    ids=["unfenced-meta", "epoch-reset-on-release", "no-run-match", "untyped-refusal", "refuses-live-renew",
+         "writes-then-refuses"],
 )
 def test_broken_store_fails_with_a_short_program(factory, clauses, rule):
     outcome = model.check_model(factory, settings=FAST)

@@ -6,6 +6,17 @@ returns a `ConformanceReport`. Where the store factory accepts `clock=`, time is
 injected clock (deterministic and fast); otherwise checks sleep past the ttl in real time, and
 each report line says which. A check that raises unexpectedly is an `error` of its clause,
 never a pass. `soak conformance --store SPEC` is the command-line face of the same function.
+
+`atomic-fence` is checked black-box with two or more store objects over one location: the
+victim's fenced call is paused at each point its thread returns from a function after its
+fence check began (the first read of the injected clock, or with no clock, just before its
+tenure lapses in real time), while a thief on another store object takes the run over and
+records what it sees. A store whose check and mutation commit as one unit keeps the thief out
+until the mutation has landed; a store with a gap lets the takeover in, and the victim's write
+then lands after the successor's grant, which the successor's own observation proves.
+
+The `concurrent-boot` check spawns processes: a script calling `run_conformance` must do so
+under `if __name__ == "__main__":`, as with any spawn-based multiprocessing.
 """
 
 from __future__ import annotations
@@ -24,7 +35,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from soak.clauses import CLAUSES, clause_title
+from soak.clauses import CLAUSES
 from soak.errors import HarnessError, StoreBootError, StoreSpecError
 from soak.spi import (
     FencedRunStore,
@@ -221,11 +232,7 @@ def _one_line(exc: BaseException) -> str:
     return (text[:240] + "...") if len(text) > 240 else (text or "(no message)")
 
 
-def _fail(msg: str) -> CheckFailed:
-    return CheckFailed(msg)
-
-
-def expect(cond: bool, msg: str) -> None:
+def _expect(cond: bool, msg: str) -> None:
     if not cond:
         raise CheckFailed(msg)
 
@@ -316,13 +323,13 @@ def check_lease_exclusive(ctx: _Ctx) -> None:
     s = ctx.open()
     with ctx.sub("exclusive-acquire"):
         a = _call(lambda: s.acquire("r", "a"), "acquire r by a")
-        expect(a.epoch == 1, f"first acquire of a run got epoch {a.epoch}, expected 1")
+        _expect(a.epoch == 1, f"first acquire of a run got epoch {a.epoch}, expected 1")
         err = _refused(lambda: s.acquire("r", "b"), "acquire r by b while a holds a live lease")
         holder = getattr(err, "holder", None)
-        expect(holder in (None, a), f"LeaseHeldError.holder is {holder}, expected {a} or None")
+        _expect(holder in (None, a), f"LeaseHeldError.holder is {holder}, expected {a} or None")
         _refused(lambda: s.acquire("r", "a"), "acquire r again by its own live holder")
         other = _call(lambda: s.acquire("r2", "b"), "acquire of another run r2")
-        expect(other.epoch == 1, f"acquire of fresh run r2 got epoch {other.epoch}, expected 1")
+        _expect(other.epoch == 1, f"acquire of fresh run r2 got epoch {other.epoch}, expected 1")
         ctx.note("a live tenure refuses every other acquire of its run, its own holder's too")
     with ctx.sub("exclusive-after-renew"):
         ctx.advance(ctx.ttl * 0.5)
@@ -340,7 +347,7 @@ def check_stale_lease_ops(ctx: _Ctx) -> None:
             a = _call(lambda: s.acquire(run, "a"), "acquire by a")
             ctx.advance(ctx.ttl * 1.2)
             b = _call(lambda: s.acquire(run, "b"), "acquire by b after a expired")
-            expect(b.epoch > a.epoch, f"successor epoch {b.epoch} is not above {a.epoch}")
+            _expect(b.epoch > a.epoch, f"successor epoch {b.epoch} is not above {a.epoch}")
             _refused(lambda: getattr(s, op)(a), f"{op} under superseded epoch {a.epoch}")
             # The successor's tenure is untouched: still live, still b's, expiry not moved.
             _refused(lambda: s.acquire(run, "c"), f"acquire by c right after the stale {op}")
@@ -348,7 +355,7 @@ def check_stale_lease_ops(ctx: _Ctx) -> None:
             if ctx.clock is not None:
                 ctx.advance(ctx.ttl * 1.05)  # past b's expiry unless the stale renew extended it
                 c = _call(lambda: s.acquire(run, "c"), f"acquire by c after b expired (stale {op} moved b's expiry?)")
-                expect(c.epoch == b.epoch + 1, f"epoch after b is {c.epoch}, expected {b.epoch + 1}")
+                _expect(c.epoch == b.epoch + 1, f"epoch after b is {c.epoch}, expected {b.epoch + 1}")
             ctx.note(f"stale {op} refused; successor kept owner, epoch and expiry")
     with ctx.sub("release-fences"):
         a = _call(lambda: s.acquire("rf", "a"), "acquire rf by a")
@@ -429,7 +436,7 @@ def check_epoch_monotonic(ctx: _Ctx) -> None:
                 _call(lambda: s.release(lease), "release")
             else:
                 ctx.advance(ctx.ttl * 1.2)  # let it expire instead
-        expect(epochs == sorted(set(epochs)), f"epochs across release/expiry are {epochs}, not strictly increasing")
+        _expect(epochs == sorted(set(epochs)), f"epochs across release/expiry are {epochs}, not strictly increasing")
         ctx.note(f"epochs {epochs}")
     with ctx.sub("epoch-tombstone"):
         a = _call(lambda: s.acquire("t", "a"), "acquire")
@@ -437,11 +444,11 @@ def check_epoch_monotonic(ctx: _Ctx) -> None:
         _call(lambda: s.delete("t", a), "delete under the live lease")
         _call(lambda: s.release(a), "release after delete")
         b = _call(lambda: s.acquire("t", "b"), "acquire after delete")
-        expect(b.epoch > a.epoch, f"epoch after delete is {b.epoch}, not above {a.epoch} (no tombstone)")
+        _expect(b.epoch > a.epoch, f"epoch after delete is {b.epoch}, not above {a.epoch} (no tombstone)")
         _call(lambda: s.delete("t", None), "unleased delete")
         ctx.advance(ctx.ttl * 1.2)
         c = _call(lambda: s.acquire("t", "c"), "acquire after unleased delete and expiry")
-        expect(c.epoch > b.epoch, f"epoch after a second delete is {c.epoch}, not above {b.epoch}")
+        _expect(c.epoch > b.epoch, f"epoch after a second delete is {c.epoch}, not above {b.epoch}")
         ctx.note(f"epochs {a.epoch} -> {b.epoch} -> {c.epoch} across delete")
     with ctx.sub("zombie-after-tombstone"):
         z = _call(lambda: s.acquire("z", "zombie"), "acquire by the zombie")
@@ -449,7 +456,7 @@ def check_epoch_monotonic(ctx: _Ctx) -> None:
         _call(lambda: s.delete("z", z), "delete by the zombie")
         ctx.advance(ctx.ttl * 1.2)
         n = _call(lambda: s.acquire("z", "new"), "acquire of the recreated run")
-        expect(n.epoch > z.epoch, f"recreated run got epoch {n.epoch}, not above the zombie's {z.epoch}")
+        _expect(n.epoch > z.epoch, f"recreated run got epoch {n.epoch}, not above the zombie's {z.epoch}")
         _call(lambda: s.append("z", JournalEntry(1, b"new"), n), "append by the new holder")
         before = _snapshot(s, ["z"])
         for surface, fn in _mutations(s).items():
@@ -468,7 +475,7 @@ def check_store_clock(ctx: _Ctx) -> None:
                      "(the store judged expiry by wall time, not its clock)")
             ctx.clock.advance(ctx.ttl * 1.2)
             b = _call(lambda: s.acquire("r", "b"), "acquire once the injected clock passed the ttl")
-            expect(b.epoch == a.epoch + 1, f"takeover epoch {b.epoch}, expected {a.epoch + 1}")
+            _expect(b.epoch == a.epoch + 1, f"takeover epoch {b.epoch}, expected {a.epoch + 1}")
             ctx.note("expiry follows the store's injected clock, not wall time")
         else:
             time.sleep(ctx.ttl * 1.2)
@@ -519,7 +526,7 @@ def check_ttl_honoured(ctx: _Ctx) -> None:
         if ctx.clock is not None:
             ctx.advance(bound)
             b = _call(lambda: s.acquire("c", "b"), "acquire by b 1.2 ttl after the last renew")
-            expect(b.epoch == a.epoch + 1, f"takeover epoch {b.epoch}, expected {a.epoch + 1}")
+            _expect(b.epoch == a.epoch + 1, f"takeover epoch {b.epoch}, expected {a.epoch + 1}")
             ctx.note("another owner acquired 1.2 ttl after the last renew")
         else:
             t0 = time.monotonic()
@@ -531,7 +538,7 @@ def check_ttl_honoured(ctx: _Ctx) -> None:
                     break
                 except (LeaseHeldError, StoreBusyError):
                     if time.monotonic() - t0 > bound:
-                        raise _fail(f"no takeover within 1.2 ttl ({bound * 1000:.0f} ms) of the last renew")
+                        raise CheckFailed(f"no takeover within 1.2 ttl ({bound * 1000:.0f} ms) of the last renew")
                     time.sleep(0.002)
             ctx.note(f"takeover {1000 * (time.monotonic() - t0):.0f} ms after the last renew")
 
@@ -546,9 +553,9 @@ def check_unleased_passthrough(ctx: _Ctx) -> None:
                 _call(lambda: s.acquire(run, "a"), "acquire by a")
             _fill(s, run, None)
             _call(lambda: s.transcripts.delete(f"{run}/t1", None), "unleased blob delete")
-            expect(s.transcripts.get(f"{run}/t1") is None, "unleased blob delete did not remove the blob")
+            _expect(s.transcripts.get(f"{run}/t1") is None, "unleased blob delete did not remove the blob")
             _call(lambda: s.delete(run, None), "unleased delete")
-            expect(s.load(run) == [] and s.get_meta(run) is None, "unleased delete left journal or meta")
+            _expect(s.load(run) == [] and s.get_meta(run) is None, "unleased delete left journal or meta")
             ctx.note("mutations with lease=None accepted" + (" while another owner holds the run" if held else ""))
 
 
@@ -561,9 +568,9 @@ def check_typed_refusal(ctx: _Ctx) -> None:
         with ctx.sub(name):
             before = _snapshot(s, runs)
             exc = _refused(fn, name, error)
-            expect(isinstance(exc, StoreError), f"{name}: {type(exc).__name__} is not a StoreError")
+            _expect(isinstance(exc, StoreError), f"{name}: {type(exc).__name__} is not a StoreError")
             if isinstance(exc, LeaseHeldError):
-                expect(getattr(exc, "run_id", None) == fn_run[name],
+                _expect(getattr(exc, "run_id", None) == fn_run[name],
                        f"{name}: LeaseHeldError.run_id is {getattr(exc, 'run_id', None)!r}, expected {fn_run[name]!r}")
             _unchanged(s, runs, before, name)
             ctx.note(f"{type(exc).__name__}, nothing mutated")
@@ -599,7 +606,7 @@ def check_expired_unsuperseded(ctx: _Ctx) -> None:
                 _unchanged(s, [run], before, f"{surface} under an expired lease")
                 outcomes.append(f"{surface} refused")
             except StoreError as exc:
-                raise _fail(f"{surface} under an expired lease raised {type(exc).__name__}, "
+                raise CheckFailed(f"{surface} under an expired lease raised {type(exc).__name__}, "
                             "expected acceptance or LeaseHeldError") from exc
         ctx.note(", ".join(outcomes) + " (both conformant)")
 
@@ -610,10 +617,10 @@ def check_journal(ctx: _Ctx) -> None:
         big = bytes(range(256)) * 4096  # 1 MiB
         _call(lambda: s.append("j1", JournalEntry(1, big), None), "append of a 1 MiB entry")
         got = s.load("j1")
-        expect(len(got) == 1 and got[0].payload == big, f"1 MiB append loaded as {len(got)} entries, not whole")
+        _expect(len(got) == 1 and got[0].payload == big, f"1 MiB append loaded as {len(got)} entries, not whole")
         with contextlib.suppress(JournalOrderError):
             s.append("j1", JournalEntry(1, b"dup" * 1000), None)
-        expect(s.load("j1") == got, "a refused append left a partial write")
+        _expect(s.load("j1") == got, "a refused append left a partial write")
         # Under contention (several writers at once) every accepted append must land.
         peers = [s] + [ctx.open() for _ in range(3)]
         if not _shares_state(s, peers[1]):
@@ -638,10 +645,10 @@ def check_journal(ctx: _Ctx) -> None:
             t.start()
         for t in threads:
             t.join(60)
-        expect(not lost, "; ".join(lost[:2]))
+        _expect(not lost, "; ".join(lost[:2]))
         for i in range(len(peers)):
             got_seqs = [e.seq for e in s.load(f"j1-w{i}")]
-            expect(got_seqs == accepted[i],
+            _expect(got_seqs == accepted[i],
                    f"writer {i}: {len(accepted[i])} accepted appends under contention, {len(got_seqs)} loaded"
                    f" (missing {sorted(set(accepted[i]) - set(got_seqs))[:5]})")
         ctx.note(f"an append lands whole or not at all; {sum(map(len, accepted))} contended appends from "
@@ -651,14 +658,14 @@ def check_journal(ctx: _Ctx) -> None:
         for q in seqs:
             _call(lambda q=q: s.append("j2", JournalEntry(q, _payload(q)), None), f"append seq {q}")
         got = [e.seq for e in s.load("j2")]
-        expect(got == seqs, f"entries loaded as {got}, appended as {seqs}")
+        _expect(got == seqs, f"entries loaded as {got}, appended as {seqs}")
         ctx.note("entries load in append order, gaps kept")
     with ctx.sub("a3-read-your-writes", clause="journal-a3"):
         a = _call(lambda: s.acquire("j3", "a"), "acquire")
         for q in range(1, 6):
             _call(lambda q=q: s.append("j3", JournalEntry(q, _payload(q)), a), f"append seq {q}")
             got = s.load("j3")
-            expect(got and got[-1] == JournalEntry(q, _payload(q)), f"load right after appending seq {q} returned {got[-1:] }")
+            _expect(got and got[-1] == JournalEntry(q, _payload(q)), f"load right after appending seq {q} returned {got[-1:] }")
         ctx.note("each append visible to the next load")
     with ctx.sub("a4-payload-bytes", clause="journal-a4"):
         payloads = [b"", b"\x00", b"a\x00b", b"trailing\x00\x00", b"\xff\xfe\x80not-utf8", b" padded ",
@@ -668,18 +675,18 @@ def check_journal(ctx: _Ctx) -> None:
         got = s.load("j4")
         for q, p in enumerate(payloads, start=1):
             stored = got[q - 1].payload if len(got) >= q else None
-            expect(stored == p and type(stored) is bytes,
+            _expect(stored == p and type(stored) is bytes,
                    f"payload #{q} ({len(p)} bytes, {p[:12]!r}) came back as {stored[:12] if stored is not None else None!r}"
                    f" ({len(stored) if stored is not None else 0} bytes, {type(stored).__name__})")
         for q, p in enumerate(payloads, start=1):
             _call(lambda q=q, p=p: s.transcripts.put(f"j4/b{q}", p, None), f"blob put #{q}")
             stored = s.transcripts.get(f"j4/b{q}")
-            expect(stored == p, f"blob #{q} ({len(p)} bytes, {p[:12]!r}) came back as "
+            _expect(stored == p, f"blob #{q} ({len(p)} bytes, {p[:12]!r}) came back as "
                    f"{stored[:12] if stored is not None else None!r} ({len(stored) if stored is not None else 0} bytes)")
         for p in payloads[:-1]:
             _call(lambda p=p: s.put_meta(RunMeta("j4", "running", 1, p), None), "put_meta")
             got_meta = s.get_meta("j4")
-            expect(got_meta is not None and got_meta.payload == p,
+            _expect(got_meta is not None and got_meta.payload == p,
                    f"meta payload {p[:12]!r} came back as {got_meta.payload[:12] if got_meta else None!r}")
         ctx.note(f"{len(payloads)} payloads (empty, NULs, non-UTF-8, 64 KiB random) byte for byte "
                  "in journal, blobs and meta")
@@ -688,7 +695,7 @@ def check_journal(ctx: _Ctx) -> None:
         for q in (3, 2, 0, -1):
             before = s.load("j5")
             _refused(lambda q=q: s.append("j5", JournalEntry(q, b"bad"), None), f"append seq {q} after tail 3", JournalOrderError)
-            expect(s.load("j5") == before, f"refused append seq {q} changed the journal")
+            _expect(s.load("j5") == before, f"refused append seq {q} changed the journal")
         a = _call(lambda: s.acquire("j5", "a"), "acquire")
         _refused(lambda: s.append("j5", JournalEntry(3, b"bad"), a), "leased append at the tail", JournalOrderError)
         _call(lambda: s.append("j5", JournalEntry(4, b"4"), a), "leased append above the tail")
@@ -698,20 +705,20 @@ def check_journal(ctx: _Ctx) -> None:
 def check_meta(ctx: _Ctx) -> None:
     s = ctx.open()
     with ctx.sub("meta-last-write"):
-        expect(s.get_meta("m") is None, "get_meta of an unknown run is not None")
+        _expect(s.get_meta("m") is None, "get_meta of an unknown run is not None")
         for i, status in enumerate(("running", "suspended", "completed"), start=1):
             _call(lambda i=i, status=status: s.put_meta(RunMeta("m", status, i, bytes([i]) * i), None), "put_meta")
-        expect(s.get_meta("m") == RunMeta("m", "completed", 3, b"\x03\x03\x03"), f"get_meta returned {s.get_meta('m')}")
+        _expect(s.get_meta("m") == RunMeta("m", "completed", 3, b"\x03\x03\x03"), f"get_meta returned {s.get_meta('m')}")
         _call(lambda: s.put_meta(RunMeta("n", "failed", 0, b"\x00"), None), "put_meta n")
         runs = s.list_runs()
-        expect(sorted(m.run_id for m in runs) == ["m", "n"], f"list_runs gave {[m.run_id for m in runs]}, expected m and n once each")
-        expect(RunMeta("m", "completed", 3, b"\x03\x03\x03") in runs, "list_runs does not show the last write")
+        _expect(sorted(m.run_id for m in runs) == ["m", "n"], f"list_runs gave {[m.run_id for m in runs]}, expected m and n once each")
+        _expect(RunMeta("m", "completed", 3, b"\x03\x03\x03") in runs, "list_runs does not show the last write")
         ctx.note("one meta row per run, last write wins")
     with ctx.sub("fenced-meta"):
         a = _call(lambda: s.acquire("f", "a"), "acquire")
         _call(lambda: s.put_meta(RunMeta("f", "running", 1), a), "put_meta under the live lease")
         _call(lambda: s.put_meta(RunMeta("f", "cancelled", 2), a), "second put_meta under the live lease")
-        expect(s.get_meta("f") == RunMeta("f", "cancelled", 2), f"fenced meta reads back {s.get_meta('f')}")
+        _expect(s.get_meta("f") == RunMeta("f", "cancelled", 2), f"fenced meta reads back {s.get_meta('f')}")
         ctx.note("fenced put_meta accepted and last write wins")
 
 
@@ -719,19 +726,19 @@ def check_blobs(ctx: _Ctx) -> None:
     s = ctx.open()
     b = s.transcripts
     with ctx.sub("blob-basics"):
-        expect(b.get("r1/x") is None, "get of a missing blob is not None")
+        _expect(b.get("r1/x") is None, "get of a missing blob is not None")
         _call(lambda: b.put("r1/x", b"one", None), "put r1/x")
         _call(lambda: b.put("r1/x", b"two", None), "overwrite r1/x")
         _call(lambda: b.put("r1/y", b"\x00\xff\xfe", None), "put r1/y")
         _call(lambda: b.put("r10/x", b"ten", None), "put r10/x")
-        expect(b.get("r1/x") == b"two", f"overwritten blob reads {b.get('r1/x')!r}")
-        expect(b.get("r1/y") == b"\x00\xff\xfe", f"binary blob reads {b.get('r1/y')!r}")
+        _expect(b.get("r1/x") == b"two", f"overwritten blob reads {b.get('r1/x')!r}")
+        _expect(b.get("r1/y") == b"\x00\xff\xfe", f"binary blob reads {b.get('r1/y')!r}")
         listed = sorted(b.list("r1"))
-        expect(listed == ["r1/x", "r1/y"], f"list('r1') gave {listed}, expected r1/x and r1/y only")
+        _expect(listed == ["r1/x", "r1/y"], f"list('r1') gave {listed}, expected r1/x and r1/y only")
         _call(lambda: b.delete("r1/x", None), "delete r1/x")
         _call(lambda: b.delete("r1/missing", None), "delete of a missing ref (a no-op)")
-        expect(b.get("r1/x") is None and sorted(b.list("r1")) == ["r1/y"], "delete by ref did not remove exactly that blob")
-        expect(b.get("r10/x") == b"ten", "another run's blob changed")
+        _expect(b.get("r1/x") is None and sorted(b.list("r1")) == ["r1/y"], "delete by ref did not remove exactly that blob")
+        _expect(b.get("r10/x") == b"ten", "another run's blob changed")
         ctx.note("put/overwrite/get/list per run/delete by ref; missing delete is a no-op")
     with ctx.sub("fenced-transcripts"):
         a = _call(lambda: s.acquire("t", "a"), "acquire t")
@@ -744,7 +751,7 @@ def check_blobs(ctx: _Ctx) -> None:
         _refused(lambda: b.put("t/2", b"stale", a), "stale blob put")
         _refused(lambda: b.delete("t/2", a), "stale blob delete")
         _refused(lambda: b.put("u/1", b"cross", a), "blob put on another run's ref")
-        expect(b.get("t/2") == b"y" and b.get("u/1") is None, "refused blob writes changed blobs")
+        _expect(b.get("t/2") == b"y" and b.get("u/1") is None, "refused blob writes changed blobs")
         ctx.note("blob writes fenced by the run their ref names")
 
 
@@ -754,10 +761,10 @@ def check_delete(ctx: _Ctx) -> None:
         _fill(s, "d", None, n=3)
         _fill(s, "keep", None, n=2)
         _call(lambda: s.delete("d", None), "delete d")
-        expect(s.load("d") == [], f"journal of a deleted run still loads {len(s.load('d'))} entries")
-        expect(s.get_meta("d") is None, "meta of a deleted run still present")
-        expect([m.run_id for m in s.list_runs()] == ["keep"], f"list_runs after delete: {[m.run_id for m in s.list_runs()]}")
-        expect(len(s.load("keep")) == 2 and s.get_meta("keep") is not None, "delete touched another run")
+        _expect(s.load("d") == [], f"journal of a deleted run still loads {len(s.load('d'))} entries")
+        _expect(s.get_meta("d") is None, "meta of a deleted run still present")
+        _expect([m.run_id for m in s.list_runs()] == ["keep"], f"list_runs after delete: {[m.run_id for m in s.list_runs()]}")
+        _expect(len(s.load("keep")) == 2 and s.get_meta("keep") is not None, "delete touched another run")
         _call(lambda: s.delete("never-existed", None), "delete of an unknown run")
         _call(lambda: s.append("d", JournalEntry(1, b"again"), None), "append seq 1 to a deleted run")
         ctx.note("delete removes journal and meta of that run only")
@@ -765,7 +772,7 @@ def check_delete(ctx: _Ctx) -> None:
         a = _call(lambda: s.acquire("fd", "a"), "acquire")
         _fill(s, "fd", a)
         _call(lambda: s.delete("fd", a), "delete under the live lease")
-        expect(s.load("fd") == [] and s.get_meta("fd") is None, "fenced delete left journal or meta")
+        _expect(s.load("fd") == [] and s.get_meta("fd") is None, "fenced delete left journal or meta")
         _call(lambda: s.append("fd", JournalEntry(1, b"x"), a), "append after delete under the same live lease")
         ctx.note("fenced delete accepted under the live lease")
 
@@ -779,7 +786,7 @@ def check_concurrent_boot(ctx: _Ctx) -> None:
             ctx.note("single-process store: each process boots its own instance")
         report = boot_storm(ctx.suite.target, processes=n, rounds=rounds, lease_ttl_ms=ctx.ttl_ms,
                             timeout_s=60, root=ctx.location)
-        expect(report.ok, f"{report.failures} of {report.attempts} process boots failed: {report.summary()}")
+        _expect(report.ok, f"{report.failures} of {report.attempts} process boots failed: {report.summary()}")
         ctx.note(f"{n} processes x {rounds} rounds all came up, worst boot {report.worst_boot_s * 1000:.0f} ms")
 
 
@@ -1024,9 +1031,9 @@ def check_atomic_fence(ctx: _Ctx) -> None:
                 trials += 1
                 why, through_at, points = _race_once(ctx, victim, thieves, surface, pause_s, start)
                 if why.startswith("SKIP"):
-                    raise _fail(f"{surface}: {why[6:]}; cannot position a takeover (store-clock suspect)")
+                    raise CheckFailed(f"{surface}: {why[6:]}; cannot position a takeover (store-clock suspect)")
                 if why:
-                    raise _fail(f"{surface}: {why}")
+                    raise CheckFailed(f"{surface}: {why}")
                 if through_at is None or through_at + 1 >= points:
                     break
                 start = through_at + 1

@@ -259,6 +259,19 @@ def test_profiles_are_explicit_about_deadlines_and_randomness():
     assert model.model_settings("dev", max_examples=7).max_examples == 7
 
 
+def test_under_ci_the_default_is_ci_and_nightly_stays_random(monkeypatch):
+    monkeypatch.setenv("CI", "true")
+    assert model.default_profile() == "ci"
+    assert model.model_settings().derandomize is True
+    nightly = model.model_settings("nightly")
+    assert nightly.derandomize is False and nightly.database is not None
+    from hypothesis._settings import _CI_VARS  # every variable Hypothesis reads as "in CI"
+
+    for var in _CI_VARS:
+        monkeypatch.delenv(var, raising=False)
+    assert model.default_profile() == "dev"
+
+
 def test_plugin_offers_exactly_the_model_profiles():
     from soak import pytest_plugin
 

@@ -1,10 +1,12 @@
 """The pure checker: a recorded history plus the final store state in, a `Verdict` out.
 
-No I/O and no clock. One streaming pass over the operations folds them into compact
-per-tenure, per-run and per-ref summaries (nothing per operation is kept except refusals and
-operations whose tag appears in the final state); then small checkers each read those
-summaries and return violations. A checker that raises makes the verdict inconclusive, never
-pass.
+No I/O and no clock. One streaming pass over the operations (`scan`) folds them into `Facts`:
+a small record per tenure, per run and per blob ref, the operations whose tag appears in the
+final state, refusals that might be spurious, and accepted appends missing from the journal
+(as packed integers, dropped once a delete explains them). Nothing else is kept per
+operation, so memory grows with tenures and the final state, not with operations per tenure.
+Then small checkers each read `Facts` and return violations; a checker that raises makes the
+verdict inconclusive, never pass.
 
 Ordering without a replay: every mutation carries its lease epoch and a per-tenure counter
 `c`, so the serial order of accepted writes is the order of their keys `(epoch, c)`. The
@@ -118,7 +120,7 @@ class _Run:
     __slots__ = ("acq_invokes", "acq_unknown", "missing", "del_any", "del_ok", "meta_ok", "prune_at")
 
     def __init__(self) -> None:
-        self.acq_invokes: list[int] = []  # invocation time of every acquire, any outcome
+        self.acq_invokes = array("q")  # invocation time of every acquire, any outcome
         self.acq_unknown: list[tuple[int, float]] = []  # unknown acquires: (invoke, complete or inf)
         # ok appends absent from the journal, flat: epoch, c, process id, index, invoke, complete
         self.missing = array("q")

@@ -557,7 +557,14 @@ def machine_for(
     return type(
         "FencedStoreMachine",
         (FencedStoreMachine,),
-        {"target": target, "fake_clock": fake, "lease_ttl_ms": int(ttl), "__module__": __name__},
+        {
+            "target": target,
+            "fake_clock": fake,
+            "lease_ttl_ms": int(ttl),
+            "__module__": __name__,
+            # Hypothesis keys its example database (and derandomized seed) on this: one per store.
+            "_hypothesis_internal_add_digest": f"{target.spec}|{fake}|{ttl}".encode(),
+        },
     )
 
 

@@ -47,13 +47,13 @@ class WritesThenRefuses(MemoryStore):
             self._oracle.fence(meta.run_id, lease, self._clock())
 
 
-class EpochResetOnRelease(SqliteStore):
+class EpochResetOnRelease(MemoryStore):
     """release forgets the epoch high-water mark: the next acquire reissues epoch 1."""
 
     def release(self, lease) -> None:
         super().release(lease)
-        with self._tx() as conn:
-            conn.execute("DELETE FROM leases WHERE run_id = ?", (lease.run_id,))
+        with self._lock:
+            del self._oracle.state.tenures[lease.run_id]
 
 
 class NoRunMatchStore(MemoryStore):
@@ -73,7 +73,7 @@ class NoRunMatchStore(MemoryStore):
         self.transcripts = Blobs(self)
 
 
-class UntypedAcquireRefusal(MemoryStore):
+class UntypedAcquireRefusal(SqliteStore):
     """acquire refuses a live holder with RuntimeError instead of LeaseHeldError."""
 
     def acquire(self, run_id: str, owner: str):
@@ -98,11 +98,9 @@ def _memory_factory(cls):
     return factory
 
 
-open_untyped_acquire = _memory_factory(UntypedAcquireRefusal)  # named by spec in the CLI test
-
-
-def open_epoch_reset(location: str, *, lease_ttl_ms: int, clock=None):
-    return EpochResetOnRelease(str(Path(location) / "store.db"), lease_ttl_ms, clock=clock or time.time)
+def open_untyped_acquire(location: str, *, lease_ttl_ms: int, clock=None):
+    """Named by spec in the CLI test."""
+    return UntypedAcquireRefusal(str(Path(location) / "store.db"), lease_ttl_ms, clock=clock or time.time)
 
 
 def open_sqlite_no_clock(location: str, *, lease_ttl_ms: int):
@@ -153,11 +151,11 @@ def test_real_time_mode_passes_on_a_store_without_a_clock():
     "factory, clauses, rule",
     [
         (_memory_factory(UnfencedMetaStore), {"stale-rejected", "run-match"}, "state.put_meta("),
-        (open_epoch_reset, {"epoch-monotonic"}, "state.release("),
+        (_memory_factory(EpochResetOnRelease), {"epoch-monotonic"}, "state.release("),
         (_memory_factory(NoRunMatchStore), {"run-match"}, "state.put_blob("),
-        (_memory_factory(UntypedAcquireRefusal), {"typed-refusal"}, "state.acquire("),
+        (open_untyped_acquire, {"typed-refusal"}, "state.acquire("),
         (_memory_factory(RefusesLiveRenew), {"live-accepted"}, "state.renew("),
-        (_memory_factory(WritesThenRefuses), {"stale-rejected", "run-match"}, "state.put_meta("),
+        (_memory_factory(WritesThenRefuses), {"stale-rejected", "run-match", "typed-refusal"}, "state.put_meta("),
     ],
     ids=["unfenced-meta", "epoch-reset-on-release", "no-run-match", "untyped-refusal", "refuses-live-renew",
          "writes-then-refuses"],
@@ -228,7 +226,7 @@ def test_expired_unsuperseded_either_way_is_conformant():
 
 def test_run_model_raises_the_contract_violation():
     with pytest.raises(model.ContractViolation) as info:
-        model.run_model(_memory_factory(UntypedAcquireRefusal), settings=FAST)
+        model.run_model(open_untyped_acquire, settings=FAST)
     assert info.value.clause == "typed-refusal"
     assert any("state.acquire(" in note for note in getattr(info.value, "__notes__", ()))
 

@@ -43,17 +43,20 @@ def check_run(run_dir: str | os.PathLike[str], *, write: bool = True) -> Verdict
     except RunDirError as exc:
         verdict = Verdict.build(reasons=[str(exc)])
     else:
-        quorum = ", ".join(
-            f"{k} {info.quorum_reached.get(k, 0)}/{v}" for k, v in sorted(info.quorum_target.items())
-        )
-        verdict = check(
-            read_history(run_dir),
-            snapshot,
-            lease_ttl_ms=info.lease_ttl_ms,
-            runs=[*info.runs, *info.side_runs],
-            status=info.status if info.error is None else f"{info.status} ({info.error})",
-            quorum=quorum,
-        )
+        if not history_paths(run_dir):
+            verdict = Verdict.build(reasons=[f"{run_dir} has no history/*.jsonl: nothing to check the final state against"])
+        else:
+            quorum = ", ".join(
+                f"{k} {info.quorum_reached.get(k, 0)}/{v}" for k, v in sorted(info.quorum_target.items())
+            )
+            verdict = check(
+                read_history(run_dir),
+                snapshot,
+                lease_ttl_ms=info.lease_ttl_ms,
+                runs=[*info.runs, *info.side_runs],
+                status=info.status if info.error is None else f"{info.status} ({info.error})",
+                quorum=quorum,
+            )
     if write:
         write_json(run_dir / VERDICT_FILE, verdict.to_json())
     return verdict

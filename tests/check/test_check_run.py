@@ -77,6 +77,13 @@ def test_missing_final_state_is_inconclusive(clean_dir: Path):
     assert check_run(clean_dir).result == "inconclusive"
 
 
+def test_missing_history_is_inconclusive(clean_dir: Path):
+    for path in (clean_dir / "history").iterdir():
+        path.unlink()
+    v = check_run(clean_dir)
+    assert v.result == "inconclusive" and "history" in v.reasons[0]
+
+
 def test_not_a_run_dir(tmp_path: Path):
     with pytest.raises(RunDirError):
         check_run(tmp_path)

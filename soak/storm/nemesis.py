@@ -63,6 +63,10 @@ def call_state(handle: WorkerHandle) -> dict[str, Any]:
     }
 
 
+def _is_stopped(pid: int) -> bool:
+    return _wait_stopped(pid, 0.0)
+
+
 def _wait_stopped(pid: int, timeout_s: float = 0.2) -> bool:
     """Wait until the kernel reports the process stopped (state T), so shared state is frozen."""
     deadline = time.monotonic() + timeout_s
@@ -103,31 +107,57 @@ class Nemesis:
     def log(self, kind: str, value: dict[str, Any]) -> None:
         self.writer.event(kind, value)
 
-    def _pick(self, workers: list[WorkerHandle], bias: float) -> WorkerHandle | None:
-        """A random live worker; with probability `bias`, one caught inside a store call.
+    def _strike(self, workers: list[WorkerHandle], bias: float) -> tuple[WorkerHandle, int] | None:
+        """SIGSTOP a live worker and return it stopped, with the number of aimed attempts.
 
-        Store calls last well under a millisecond on a fast store, so a blind signal rarely
-        lands inside one: to aim, watch the shared call flags for up to `_AIM_S` and strike
-        the first worker seen inside a mutation (where a pause between fence check and commit
-        breaks a non-atomic fence), else inside any call. The recorded `in_call` is read again
-        after the stop took effect, so it is the truth, not the aim.
+        Blind (probability 1 - `bias`): a random worker, wherever it is. Aimed: store calls
+        last well under a millisecond on a fast store, so a blind signal rarely lands inside
+        one; watch the shared call flags for up to `_AIM_S`, stop a worker seen inside a
+        mutation (where a stop between fence check and commit breaks a non-atomic fence) or
+        else inside any call, and if the stop landed outside the call, continue it at once
+        (a stop of microseconds) and try again. The recorded `in_call` is always read after
+        the kernel reports the process stopped: it is the truth, not the aim.
         """
         candidates = [w for w in workers if w.running() and w.paused_since is None]
         if not candidates:
             return None
+        attempts = 0
         if self.rng.random() < bias:
             deadline = time.monotonic() + _AIM_S
-            while True:
+            while time.monotonic() < deadline:
                 in_call = [w for w in candidates if w.state[IN_CALL]]
                 mutating = [w for w in in_call if int(w.state[SURFACE]) in _MUTATION_CODES]
-                if mutating:
-                    return self.rng.choice(mutating)
-                if time.monotonic() > deadline:
-                    if in_call:
-                        return self.rng.choice(in_call)
-                    break
-                time.sleep(0.0001)
-        return self.rng.choice(candidates)
+                target = self.rng.choice(mutating or in_call) if in_call else None
+                if target is None:
+                    time.sleep(0.0001)
+                    continue
+                attempts += 1
+                if not self._stop(target):
+                    self._cont(target)
+                    continue
+                if target.state[IN_CALL]:
+                    return target, attempts
+                self._cont(target)  # landed outside the call: let it go, aim again
+        target = self.rng.choice(candidates)
+        if not self._stop(target):
+            self._cont(target)
+            return None
+        return target, attempts
+
+    @staticmethod
+    def _stop(w: WorkerHandle) -> bool:
+        try:
+            os.kill(w.pid, signal.SIGSTOP)
+        except ProcessLookupError:
+            return False
+        return _wait_stopped(w.pid)
+
+    @staticmethod
+    def _cont(w: WorkerHandle) -> None:
+        try:
+            os.kill(w.pid, signal.SIGCONT)
+        except ProcessLookupError:
+            pass
 
     def step(self, workers: list[WorkerHandle]) -> list[WorkerHandle]:
         """Act on the schedule; returns the workers killed (the orchestrator replaces them)."""
@@ -137,28 +167,26 @@ class Nemesis:
             if w.paused_since is not None and now - w.paused_since >= self.pause_ns:
                 self.resume(w)
         if self.next_pause is not None and now >= self.next_pause:
-            target = self._pick(workers, self.sc.pause_in_call_bias)
-            if target is not None:
-                self.pause(target)
+            struck = self._strike(workers, self.sc.pause_in_call_bias)
+            if struck is not None:
+                self.pause(*struck)
             self.next_pause = self._after(now, self.sc.pause_interval_s)
         if self.next_kill is not None and now >= self.next_kill:
-            target = self._pick(workers, self.sc.kill_in_call_bias)
-            if target is not None:
-                self.kill(target)
-                killed.append(target)
+            struck = self._strike(workers, self.sc.kill_in_call_bias)
+            if struck is not None:
+                self.kill(struck[0], attempts=struck[1])
+                killed.append(struck[0])
             self.next_kill = self._after(now, self.sc.kill_interval_s)
         return killed
 
-    def pause(self, w: WorkerHandle) -> None:
-        try:
-            os.kill(w.pid, signal.SIGSTOP)
-        except ProcessLookupError:
-            return
+    def pause(self, w: WorkerHandle, attempts: int = 0) -> None:
+        """Hold a worker stopped (already stopped by `_strike`, or stop it now) for `pause_ms`."""
+        if not attempts and not _is_stopped(w.pid):
+            self._stop(w)
         w.paused_since = now_ns()
-        stopped = _wait_stopped(w.pid)
         self.paused.append(w)
-        self.log("pause", {"target": w.name, "pid": w.pid, "stopped": stopped,
-                           "ms": self.sc.effective_pause_ms, **call_state(w)})
+        self.log("pause", {"target": w.name, "pid": w.pid, "stopped": _is_stopped(w.pid),
+                           "ms": self.sc.effective_pause_ms, "attempts": attempts, **call_state(w)})
 
     def resume(self, w: WorkerHandle) -> None:
         if w.paused_since is None:

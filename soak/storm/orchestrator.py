@@ -43,11 +43,13 @@ from soak.storm.nemesis import Nemesis, WorkerHandle, call_state
 from soak.storm.quorum import QuorumTracker
 from soak.storm.worker import (
     BOOT_FAILED,
+    DONE,
     IN_CALL,
     OP_INDEX,
     PHASE,
     PHASES,
     READY,
+    RUNNING,
     SINCE_NS,
     SLOTS,
     WorkerSpec,
@@ -175,12 +177,18 @@ class _Storm:
                 continue
             self.events.event("exit", {"target": h.name, "pid": h.pid, "exitcode": h.process.exitcode,
                                        "phase": PHASES[phase] if 0 <= phase < len(PHASES) else phase})
-            if self.stop_flag.value or phase == BOOT_FAILED:
-                continue  # a store that fails to boot is evidence; replacing it would loop
+            if self.stop_flag.value:
+                continue
+            if phase == BOOT_FAILED and not self.booted_any():
+                continue  # no worker ever booted: replacing it would loop (boot_error ends the storm)
             self.unexpected_exits += 1
             if self.unexpected_exits <= 3 * self.sc.workers:
                 self.respawns += 1
                 self.spawn(h.slot, f"replace worker that exited ({PHASES[phase] if 0 <= phase < len(PHASES) else phase})")
+
+    def booted_any(self) -> bool:
+        """True once some worker has opened the store (a failed boot beside it is evidence, not the end)."""
+        return any(int(h.state[PHASE]) in (RUNNING, DONE) for h in self.handles)
 
     def check_call_timeouts(self) -> None:
         """SIGKILL a worker whose store call has run longer than `call_timeout_s` (not counting pauses)."""

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import sys
 
 from soak.check import check_run
 from soak.check.verdict import Verdict
@@ -38,8 +40,9 @@ def format_verdict(verdict: Verdict) -> str:
 
 def run_cli(args: argparse.Namespace) -> int:
     verdict = check_run(args.run_dir)
-    if args.json:
-        print(json.dumps(verdict.to_json(), indent=1, sort_keys=True))
-    else:
-        print(format_verdict(verdict))
+    text = json.dumps(verdict.to_json(), indent=1, sort_keys=True) if args.json else format_verdict(verdict)
+    try:
+        print(text, flush=True)
+    except BrokenPipeError:  # `soak check RUN | head`: the reader left; the exit code still tells
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     return exit_code(verdict)

@@ -73,6 +73,20 @@ class NoRunMatchStore(MemoryStore):
         self.transcripts = Blobs(self)
 
 
+class PaddedBlobs(MemoryStore):
+    """Blob puts store one extra byte: the same refs, other bytes."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        inner = self.transcripts
+
+        class Blobs(type(inner)):
+            def put(self, ref, blob, lease=None):
+                inner.put(ref, bytes(blob) + b"\0", lease)
+
+        self.transcripts = Blobs(self)
+
+
 class UntypedAcquireRefusal(SqliteStore):
     """acquire refuses a live holder with RuntimeError instead of LeaseHeldError."""
 
@@ -155,10 +169,11 @@ def test_real_time_mode_passes_on_a_store_without_a_clock():
         (_memory_factory(NoRunMatchStore), {"run-match"}, "state.put_blob("),
         (open_untyped_acquire, {"typed-refusal"}, "state.acquire("),
         (_memory_factory(RefusesLiveRenew), {"live-accepted"}, "state.renew("),
+        (_memory_factory(PaddedBlobs), {"journal-a4"}, "state.put_blob("),
         (_memory_factory(WritesThenRefuses), {"stale-rejected", "run-match", "typed-refusal"}, "state.put_meta("),
     ],
     ids=["unfenced-meta", "epoch-reset-on-release", "no-run-match", "untyped-refusal", "refuses-live-renew",
-         "writes-then-refuses"],
+         "padded-blobs", "writes-then-refuses"],
 )
 def test_broken_store_fails_with_a_short_program(factory, clauses, rule):
     outcome = model.check_model(factory, settings=FAST)

@@ -235,7 +235,8 @@ class FencedStoreMachine(RuleBasedStateMachine):
                 shutil.rmtree(self.location, ignore_errors=True)
         self.oracle = Oracle(self.lease_ttl_ms)
         self._epoch0 = time.monotonic()
-        self._slack = _FAKE_SLACK if self.clock else 0.03 + 0.1 * self.lease_ttl_ms / 1000.0
+        self._base_slack = _FAKE_SLACK if self.clock else 0.03 + 0.1 * self.lease_ttl_ms / 1000.0
+        self._slowest_call = 0.0
         # What the last step did, the clause it threatens and whether it was a refusal, so the
         # state invariant can name the clause a difference breaks.
         self._last = ("the initial state", "typed-refusal", False)
@@ -288,7 +289,14 @@ class FencedStoreMachine(RuleBasedStateMachine):
         except Exception as exc:  # every exception is an outcome to judge
             out = _Outcome(error=exc)
         t1 = self._now()
+        self._slowest_call = max(self._slowest_call, t1 - t0)
         return out, t0, t1
+
+    @property
+    def _slack(self) -> float:
+        """How far an expiry instant is uncertain: the store stamped a grant or renew somewhere
+        inside that call, so with real time the slowest call so far widens every window."""
+        return self._base_slack + (0.0 if self.clock else self._slowest_call)
 
     def _standing(self, lease: Lease, run_id: str, t0: float, t1: float) -> LeaseStanding:
         """Where the lease stood; a LIVE/EXPIRED boundary inside the window counts as EXPIRED."""

@@ -645,15 +645,10 @@ def check_state(facts: Facts) -> list[Violation]:
     for run, entries in snap.journals.items():
         ra = facts.run_acc.get(run)
         del_ok = ra.del_ok if ra else None
-        prev: tuple[Evidence, tuple[int, int]] | None = None
-        prev_seq: int | None = None
+        prev: tuple[Evidence, tuple[int, int], int] | None = None  # the previous entry: op, key, seq
         for pos, entry in enumerate(entries):
             where = f"journal of {run} at position {pos}, seq {entry.seq}"
             tag, s = lookup(entry.payload)
-            if prev_seq is not None and entry.seq <= prev_seq:
-                out.append(Violation("journal-a5", f"seq {entry.seq} follows seq {prev_seq} in the {where}",
-                                     (s[0],) if s else ()))
-            prev_seq = entry.seq
             if s is None:
                 clause = "journal-a4" if tag is None else "journal-a1"
                 out.append(Violation(clause, f"phantom entry {tag or entry.payload[:16]!r} matches no recorded append ({where})"))
@@ -670,18 +665,12 @@ def check_state(facts: Facts) -> list[Violation]:
                 out.append(Violation("journal-a4", f"payload of {tag} altered ({where})", (ev,)))
             if args.get("seq") != entry.seq:
                 out.append(Violation("journal-a1", f"{tag} appended seq {args.get('seq')} but the entry has seq {entry.seq}", (ev,)))
-            if prev is not None and key <= prev[1]:
-                if key[0] < prev[1][0]:
-                    out.append(Violation("stale-rejected", f"epoch inversion: an entry of epoch {key[0]} follows one of "
-                                         f"epoch {prev[1][0]} ({where})", (prev[0], ev)))
-                elif key == prev[1]:
-                    out.append(Violation("journal-a1", f"two entries with the same (epoch, counter) {key} ({where})", (prev[0], ev)))
-                else:
-                    out.append(Violation("journal-a2", f"entries out of append order within epoch {key[0]} ({where})", (prev[0], ev)))
+            if prev is not None:
+                out.extend(_journal_pair(prev, (ev, key, entry.seq), where, stale))
             if del_ok is not None and key < del_ok[0]:
                 out.append(Violation("delete-semantics", f"entry {tag} survived the later delete of run {run}",
                                      (ev, evidence(del_ok[1]))))
-            prev = (ev, key)
+            prev = (ev, key, entry.seq)
 
     for run, ra in facts.run_acc.items():
         if run not in snap.journals:
@@ -775,6 +764,33 @@ def check_state(facts: Facts) -> list[Violation]:
             cite = tuple(evidence(seen[t][0]) for t in (tag_of(p) for p in found) if t in seen)
             out.append(Violation("run-match", f"cross-run target {run} holds {len(found)} value(s); nobody may write it", cite))
     return out
+
+
+def _journal_pair(prev: tuple[Evidence, tuple[int, int], int], cur: tuple[Evidence, tuple[int, int], int], where: str,
+                  stale: Callable[[Evidence], bool]) -> list[Violation]:
+    """Two adjacent loaded entries: load order must be both seq order and serial (epoch, c) order.
+
+    Which clause a disagreement breaks depends on which orders agree: entries stored in serial
+    order but with a seq not above the one before were accepted below the tail (A5); entries in
+    seq order but not serial order come from a stale acceptance if the later one is provably
+    stale, else from an append accepted below the tail that an earlier one had set (A5);
+    entries in neither order load out of append order (A2).
+    """
+    (pev, pkey, pseq), (ev, key, seq) = prev, cur
+    if key == pkey:
+        return [Violation("journal-a1", f"two entries with the same (epoch, counter) {key} ({where})", (pev, ev))]
+    if seq <= pseq:
+        if key > pkey:
+            return [Violation("journal-a5", f"{ev.tag} was accepted with seq {seq}, not above the tail {pseq} "
+                                            f"({where})", (pev, ev))]
+        return [Violation("journal-a2", f"entries load in neither seq nor append order ({where})", (pev, ev))]
+    if key < pkey:
+        if stale(ev):
+            return [Violation("stale-rejected", f"epoch inversion: a stale entry of epoch {key[0]} follows one of "
+                                                f"epoch {pkey[0]} ({where})", (pev, ev))]
+        return [Violation("journal-a5", f"{pev.tag} was accepted with seq {pseq} below the tail {seq} that the "
+                                        f"earlier {ev.tag} had set ({where})", (ev, pev))]
+    return []
 
 
 def check_probe(facts: Facts) -> list[Violation]:

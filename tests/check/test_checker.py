@@ -91,13 +91,27 @@ def test_stale_renew_accepted_after_release():
 
 def test_epoch_inversion_in_the_journal():
     h = clean_history()
-    snap = h.state(RUNS)
+    # epoch 1's holder appends seq 4 after epoch 2 was granted (at 201); the store accepts it
+    h.append("w1.1", Lease("r1", "w1.1", 1), 4, 250)
+    snap = h.state(RUNS)  # serial order puts it before epoch 2's seq 3 entry; the store has it last
     j = snap.journals["r1"]
-    # the epoch-1 entry (seq 2) lands after the epoch-2 entry (seq 3); seqs stay in order
-    j[-2], j[-1] = JournalEntry(2, j[-1].payload), JournalEntry(3, j[-2].payload)
+    stale = j.pop(2)
+    j.append(stale)
     v = run_check(h, snap)
     inv = [x for x in v.violations if "epoch inversion" in x.statement]
-    assert inv and inv[0].clause == "stale-rejected"
+    assert inv and inv[0].clause == "stale-rejected" and inv[0].evidence[-1].tag == "w1.1#17"
+
+
+def test_append_accepted_below_the_tail():
+    h = clean_history()
+    snap = h.state(RUNS)
+    j = snap.journals["r1"]
+    # seq order holds but serial order does not, and nobody was stale: the epoch-2 append (seq 2 here)
+    # was accepted at or below the tail seq 3 the epoch-1 append had set
+    j[-2], j[-1] = JournalEntry(2, j[-1].payload), JournalEntry(3, j[-2].payload)
+    v = run_check(h, snap)
+    assert any(x.clause == "journal-a5" and "below the tail" in x.statement for x in v.violations)
+    assert "stale-rejected" not in v.clauses
 
 
 def test_deleted_runs_surviving_journal_and_meta():

@@ -121,6 +121,7 @@ class _Storm:
         self.worker_seeds: dict[str, int] = {}
         self.respawns = 0
         self.unexpected_exits = 0
+        self.boot_deferred: list[int] = []  # slots whose worker failed to boot before any worker booted
         self.interrupted: str | None = None
         self.rng = random.Random(derive_seed(scenario.seed, -1, 0))
         self.events = HistoryWriter(run_dir / EVENTS_FILE, "nemesis")
@@ -164,6 +165,11 @@ class _Storm:
 
     def reap(self) -> None:
         """Notice workers that ended; replace the ones the nemesis killed or that crashed."""
+        if self.boot_deferred and self.booted_any() and not self.stop_flag.value:
+            for slot in self.boot_deferred:
+                self.respawns += 1
+                self.spawn(slot, "replace worker that failed to boot")
+            self.boot_deferred.clear()
         for h in self.live():
             if h.process.is_alive():
                 continue
@@ -180,11 +186,14 @@ class _Storm:
             if self.stop_flag.value:
                 continue
             if phase == BOOT_FAILED and not self.booted_any():
-                continue  # no worker ever booted: replacing it would loop (boot_error ends the storm)
+                # replaced only once some worker has booted: if none ever does, boot_error ends the storm
+                self.boot_deferred.append(h.slot)
+                continue
             self.unexpected_exits += 1
             if self.unexpected_exits <= 3 * self.sc.workers:
                 self.respawns += 1
-                self.spawn(h.slot, f"replace worker that exited ({PHASES[phase] if 0 <= phase < len(PHASES) else phase})")
+                self.spawn(h.slot, "replace worker that failed to boot" if phase == BOOT_FAILED else
+                           f"replace worker that exited ({PHASES[phase] if 0 <= phase < len(PHASES) else phase})")
 
     def booted_any(self) -> bool:
         """True once some worker has opened the store (a failed boot beside it is evidence, not the end)."""

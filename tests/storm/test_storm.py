@@ -50,6 +50,19 @@ def loads_hang_store(location: str, *, lease_ttl_ms: int):
     return store
 
 
+def first_two_boots_fail(location: str, *, lease_ttl_ms: int):
+    """The reference SQLite store, except that the first two opens of a location raise."""
+    from soak.stores.sqlite import open_sqlite
+
+    for n in range(2):
+        try:
+            os.close(os.open(os.path.join(location, f"boot-failure-{n}"), os.O_CREAT | os.O_EXCL))
+        except FileExistsError:
+            continue
+        raise RuntimeError(f"boot failure {n} (deliberate)")
+    return open_sqlite(location, lease_ttl_ms=lease_ttl_ms)
+
+
 def _events(run_dir: Path) -> list[dict]:
     return [json.loads(line) for line in (run_dir / "history" / "nemesis.jsonl").read_text().splitlines()]
 
@@ -214,3 +227,16 @@ def test_store_whose_reads_hang_still_ends_and_names_the_missing_final_state(tmp
     assert info.status == "timeout"
     assert "load x" in info.error and "reading the final state back did not finish" in info.error
     assert not (tmp_path / "run" / "final_state.json").exists()
+
+
+def test_workers_that_fail_to_boot_beside_booted_ones_are_recorded_and_replaced(tmp_path):
+    sc = dataclasses.replace(load_scenario("smoke", {"time_bound_s": 30.0}),
+                             quorum={"takeovers": 3, "stale_refusals": 5})
+    info = run_storm(sc, resolve(first_two_boots_fail), tmp_path / "run", progress=False)
+    assert info.status == "quorum"
+    opens = [x for x in operations(history_paths(tmp_path / "run")) if isinstance(x, Operation) and x.f == "open"]
+    failed = [op for op in opens if op.outcome != "ok"]
+    assert len(failed) == 2 and all("deliberate" in op.message for op in failed)
+    assert sum(op.outcome == "ok" for op in opens) >= sc.workers  # the failed slots were refilled
+    spawns = [e for e in _events(tmp_path / "run") if e["kind"] == "spawn"]
+    assert sum("failed to boot" in e["v"]["reason"] for e in spawns) == 2

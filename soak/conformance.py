@@ -826,7 +826,8 @@ def _victim_op(victim: FencedRunStore, surface: str, run: str, ref: str, lease: 
 
 
 def _race_once(
-    ctx: _Ctx, victim: FencedRunStore, thieves: list[FencedRunStore], surface: str, pause_s: float, start_at: int
+    ctx: _Ctx, victim: FencedRunStore, thieves: list[FencedRunStore], surface: str, pause_s: float, start_at: int,
+    lapsing: bool = False,
 ) -> tuple[str, int | None, int]:
     """Try to land a takeover inside the victim's fenced `surface` call.
 
@@ -881,9 +882,7 @@ def _race_once(
                     time.sleep(0.001)
             with box_lock:
                 if "lease" in box:
-                    # With an injected clock the first grant never lapses, so a second one
-                    # breaks lease-exclusive; in real time the first may simply have expired.
-                    if clock is not None:
+                    if not lapsing:  # the first grant cannot have lapsed: a second breaks lease-exclusive
                         box["double"] = (box["lease"], succ)
                     return
                 box["lease"] = succ
@@ -970,6 +969,8 @@ def _race_once(
         raise CheckFailed(f"{surface}: the takeover got epoch {succ.epoch}, not above the victim's {lease.epoch}")
     if not accepted:
         return "", through_at, points  # the store re-checked and refused: safe
+    if lapsing and surface in ("renew", "release"):
+        return "", through_at, points  # the successor's own tenure may have lapsed: no witness
     as_thief(True)
     try:
         why = _race_witness(thieves[0], surface, run, ref, succ, box)
@@ -1012,16 +1013,21 @@ def _shares_state(a: FencedRunStore, b: FencedRunStore) -> bool:
 
 def check_atomic_fence(ctx: _Ctx) -> None:
     realtime = ctx.clock is None
-    # Without an injected clock, tenures lapse in real time: keep them short so trials are quick.
-    ttl_ms = 60 if realtime else None
-    victim = ctx.open(ttl_ms=ttl_ms)
-    peer = ctx.open(ttl_ms=ttl_ms)
+    # Without an injected clock, the victim's tenures lapse in real time: keep them short so
+    # trials are quick, and the thieves' long, so a successor's tenure outlives the trial.
+    victim_ttl_ms, thief_ttl_ms = (60, 10_000) if realtime else (None, None)
+    victim = ctx.open(ttl_ms=victim_ttl_ms)
+    peer = ctx.open(ttl_ms=thief_ttl_ms)
     shared = _shares_state(victim, peer)
     how = "store objects over one location" if shared else "one store object, many threads"
     how += ", real-time expiry of a 60 ms tenure" if realtime else ", injected clock"
     pause_s = 0.02
     max_points = 48
-    thieves = [peer] + [ctx.open(ttl_ms=ttl_ms) for _ in range(max_points - 1)] if shared else [victim] * max_points
+    if shared:
+        thieves = [peer] + [ctx.open(ttl_ms=thief_ttl_ms) for _ in range(max_points - 1)]
+    else:
+        thieves = [victim] * max_points  # one object, one ttl: successors lapse like the victim
+    lapsing = realtime and not shared
     for surface in _RACE_SURFACES:
         with ctx.sub(f"atomic-{surface}"):
             # Sweep: each trial lets the takeover through at the first point it can from
@@ -1029,7 +1035,7 @@ def check_atomic_fence(ctx: _Ctx) -> None:
             start, trials, points = 0, 0, 0
             while trials < 64:
                 trials += 1
-                why, through_at, points = _race_once(ctx, victim, thieves, surface, pause_s, start)
+                why, through_at, points = _race_once(ctx, victim, thieves, surface, pause_s, start, lapsing)
                 if why.startswith("SKIP"):
                     raise CheckFailed(f"{surface}: {why[6:]}; cannot position a takeover (store-clock suspect)")
                 if why:

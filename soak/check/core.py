@@ -125,19 +125,21 @@ class _Run:
         # ok appends absent from the journal, flat: epoch, c, process id, index, invoke, complete
         self.missing = array("q")
         self.del_any: tuple[int, int] | None = None  # highest key of an ok or unknown delete
-        self.del_ok: tuple[tuple[int, int], Evidence] | None = None
-        self.meta_ok: tuple[tuple[int, int], Evidence] | None = None
+        self.del_ok: tuple[tuple[int, int], Operation] | None = None  # highest-keyed ok delete
+        self.meta_ok: tuple[tuple[int, int], Operation] | None = None  # highest-keyed ok put_meta
         self.prune_at = 6 * 1024
 
 
 class _Ref:
+    """Per blob ref: the highest-keyed accepted put and delete, and any delete that may have applied."""
+
     __slots__ = ("run", "put_ok", "del_any", "del_ok")
 
     def __init__(self, run: str) -> None:
         self.run = run
-        self.put_ok: tuple[tuple[int, int], Evidence] | None = None
+        self.put_ok: tuple[tuple[int, int], Operation] | None = None
         self.del_any: tuple[int, int] | None = None
-        self.del_ok: tuple[tuple[int, int], Evidence] | None = None
+        self.del_ok: tuple[tuple[int, int], Operation] | None = None
 
 
 @dataclass(slots=True)

@@ -26,13 +26,24 @@ def exit_code(verdict: Verdict) -> int:
     return _EXIT[verdict.result]
 
 
-def format_verdict(verdict: Verdict) -> str:
-    """The verdict line, then each violation with the operations that prove it, then reasons."""
+def format_verdict(verdict: Verdict, *, per_clause: int | None = 20) -> str:
+    """The verdict line, then each violation with the operations that prove it, then reasons.
+
+    At most `per_clause` violations of each clause are spelled out (None: all); the rest are
+    counted, and `--json` always has them all.
+    """
     lines = [f"verdict: {verdict.summary()}"]
+    shown: dict[str, int] = {}
     for v in verdict.violations:
+        shown[v.clause] = shown.get(v.clause, 0) + 1
+        if per_clause is not None and shown[v.clause] > per_clause:
+            continue
         lines.append(f"  [{v.clause}] {v.statement}")
         lines.append(f"      clause: {clause_title(v.clause)}")
         lines.extend(f"      - {e.describe()}" for e in v.evidence)
+    for clause, n in shown.items():
+        if per_clause is not None and n > per_clause:
+            lines.append(f"  [{clause}] ... and {n - per_clause} more (see verdict.json or --json)")
     if verdict.result != "inconclusive":
         lines.extend(f"  inconclusive: {r}" for r in verdict.reasons)
     return "\n".join(lines)

@@ -402,19 +402,24 @@ class _Display:
 
 def run_storm(
     scenario: Scenario,
-    target: Any,
+    target: Any = None,
     out_dir: str | os.PathLike[str] | None = None,
     *,
     progress: bool = True,
 ) -> RunInfo:
-    """Run one storm of `scenario` against `target` (a `soak.stores.StoreTarget`); return its `RunInfo`.
+    """Run one storm of `scenario` against `target`; return its `RunInfo`.
+
+    `target` is a `soak.stores.StoreTarget`, a spec string, or None for the scenario's `store`.
 
     The run directory is `out_dir`, or `reports/<UTC timestamp>-<scenario>/`. The storm ends at
     quorum, at the time bound, on SIGINT/SIGTERM (`interrupted`) or when no worker can boot the
     store (`error`). Every worker is stopped and reaped before this returns.
     """
     from soak import __version__
+    from soak.stores import resolve
 
+    if target is None or isinstance(target, str):
+        target = resolve(target or scenario.store)
     if getattr(target, "single_process", False):
         raise ScenarioError(
             f"store {target.spec} lives inside one process; a storm needs a store shared across "

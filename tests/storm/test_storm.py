@@ -123,6 +123,8 @@ def test_small_storm_reaches_quorum_with_every_nemesis_kind_and_clean_history(tm
 def test_memory_store_is_refused(tmp_path):
     with pytest.raises(ScenarioError, match="shared across processes"):
         run_storm(load_scenario("smoke"), resolve("memory:"), tmp_path / "run", progress=False)
+    with pytest.raises(ScenarioError, match="shared across processes"):
+        run_storm(load_scenario("smoke", {"store": "memory:"}), None, tmp_path / "run2", progress=False)
 
 
 def test_factory_that_raises_ends_with_error_naming_it(tmp_path):

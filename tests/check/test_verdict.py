@@ -40,3 +40,12 @@ def test_json_round_trip():
     assert back == v
     assert "fail: 1 violation(s) of journal-a1" == back.summary()
     assert EV.describe() == "w1.1#3 append r1 e2 c1 ok [10..20]"
+
+
+def test_cli_text_caps_violations_per_clause():
+    from soak.check.cli import format_verdict
+
+    v = Verdict.build([Violation("stale-rejected", f"v{i}", (EV,)) for i in range(25)])
+    text = format_verdict(v, per_clause=20)
+    assert "v19" in text and "v20" not in text and "... and 5 more" in text
+    assert "v24" in format_verdict(v, per_clause=None)

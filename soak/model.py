@@ -305,6 +305,7 @@ class FencedStoreMachine(RuleBasedStateMachine):
         return lo if lo is hi else LeaseStanding.EXPIRED
 
     def _fail(self, clause: str, message: str) -> None:
+        __tracebackhide__ = True  # pytest shows the rule that failed, not this helper
         raise ContractViolation(clause, message)
 
     def _untyped(self, what: str, out: _Outcome) -> None:

@@ -56,11 +56,12 @@ QUORUM_KEYS: tuple[str, ...] = (
 #: The weights of one live tenure's operation mix.
 #: `order_probe` is an append at or below the fresh tail under the live lease: the order guard
 #: (JournalOrderError) must refuse it, which appends at tail + 1 alone never exercise.
+#: `read` reads back the journal tail, meta and a blob of the run mid-tenure (evidence for the checker).
 MIX_KEYS: tuple[str, ...] = (
-    "append", "put_meta", "blob_put", "blob_delete", "renew", "side_cycle", "cross", "order_probe",
+    "append", "put_meta", "blob_put", "blob_delete", "renew", "side_cycle", "cross", "order_probe", "read",
 )
 _DEFAULT_MIX = {"append": 30, "put_meta": 20, "blob_put": 15, "blob_delete": 10, "renew": 8,
-                "side_cycle": 10, "cross": 7, "order_probe": 3}
+                "side_cycle": 10, "cross": 7, "order_probe": 3, "read": 10}
 
 
 @dataclass(frozen=True)

@@ -3,8 +3,11 @@
 One tenure: acquire a random main run, `load` its tail, 3-8 random fenced operations (append at
 the fresh tail + 1, meta, blob put and delete, renew, a full deletion cycle on a side run under
 its own lease, a probe of the live lease on a foreign run, now and then an append at or below
-the tail that the order guard must refuse), then release, or stall past the ttl without
-renewing. After a stall or a refusal of the live lease, the dead lease is swept over
+the tail that the order guard must refuse, a read-back), then release, or stall past the ttl
+without renewing. Every tenure starts with a read-back (journal tail, meta, one or two blobs) and
+the mix repeats it at random points: each read records the tenure it was made under
+(`{"tenure": [run, owner, epoch]}`) and what it saw (`tail_tag` / `tag`), so the checker can hold
+reads to the epoch-ordered serial history (a late stale write shows up there). After a stall or a refusal of the live lease, the dead lease is swept over
 every surface (append, meta, blob put, blob delete, run delete, renew, cross-run use, release):
 each must be refused typed. Invoke values follow the storm/checker interface in `soak.history`.
 """
@@ -15,6 +18,7 @@ import time
 from collections import defaultdict
 from typing import Any
 
+from soak.history import tag_of
 from soak.scenario import ACCEPT_SURFACES, STALE_SURFACES
 from soak.spi import RUN_STATUSES, JournalEntry, Lease, LeaseHeldError, RunMeta
 from soak.workloads import Outcome, WorkerContext
@@ -27,7 +31,17 @@ CROSS_RUN = "xr"
 
 def _tail_value(entries: Any) -> dict[str, Any]:
     entries = list(entries)
-    return {"tail": entries[-1].seq if entries else 0, "count": len(entries)}
+    return {"tail": entries[-1].seq if entries else 0, "count": len(entries),
+            "tail_tag": tag_of(entries[-1].payload) if entries else None}
+
+
+def _tag_value(payload: bytes | None) -> dict[str, Any]:
+    """What a read saw: the tag of the operation that wrote the value (None: absent or foreign)."""
+    return {"tag": None if payload is None else tag_of(payload)}
+
+
+def _tenure(lease: Lease | None) -> list[Any] | None:
+    return None if lease is None else [lease.run_id, lease.owner, lease.epoch]
 
 
 class _Worker:
@@ -52,12 +66,41 @@ class _Worker:
             lambda: self.store.acquire(run, self.owner), ok_value=lambda lease: {"epoch": lease.epoch},
         )
 
-    def load_tail(self, run: str, intent: str) -> int | None:
-        out = self.ctx.retrying("load", run, None, intent, {}, lambda: self.store.load(run), ok_value=_tail_value)
+    def load_tail(self, run: str, intent: str, tenure: Lease | None = None) -> int | None:
+        """Read the journal of `run`; `tenure` is the live lease of that run the worker holds (or None)."""
+        out = self.ctx.retrying("load", run, None, intent, {"tenure": _tenure(tenure)}, lambda: self.store.load(run),
+                                ok_value=_tail_value)
         if not out.ok:
             return None
         entries = list(out.result)
         return entries[-1].seq if entries else 0
+
+    def get_meta(self, run: str, intent: str, tenure: Lease | None) -> Outcome:
+        def call() -> bytes | None:
+            meta = self.store.get_meta(run)
+            return None if meta is None else meta.payload
+        return self.ctx.retrying("get_meta", run, None, intent, {"tenure": _tenure(tenure)}, call, ok_value=_tag_value)
+
+    def blob_get(self, ref: str, intent: str, tenure: Lease | None) -> Outcome:
+        run = ref.partition("/")[0]
+        return self.ctx.retrying("blob_get", run, None, intent, {"ref": ref, "tenure": _tenure(tenure)},
+                                 lambda: self.store.transcripts.get(ref), ok_value=_tag_value)
+
+    def read_back(self, lease: Lease, intent: str, refs: list[str] | None = None) -> int | None:
+        """Read the tenure's journal tail, meta and one or two blobs: evidence of what the fence let in.
+
+        Returns the journal tail (None when the load did not succeed).
+        """
+        run = lease.run_id
+        tail = self.load_tail(run, intent, lease)
+        if self.ctx.should_stop():
+            return tail
+        self.get_meta(run, intent, lease)
+        for ref in refs or [self.blob_ref(run) for _ in range(self.rng.randint(1, 2))]:
+            if self.ctx.should_stop():
+                break
+            self.blob_get(ref, intent, lease)
+        return tail
 
     def append(self, run: str, lease: Lease, intent: str, seq: int) -> Outcome:
         def build(tag: str, payload: bytes, c: int):
@@ -135,7 +178,7 @@ class _Worker:
 
     def tenure(self, lease: Lease) -> None:
         run = lease.run_id
-        tail = self.load_tail(run, "live")
+        tail = self.read_back(lease, "live")
         lost = False
         for _ in range(self.rng.randint(self.sc.ops_min, self.sc.ops_max)):
             if self.ctx.should_stop():
@@ -144,7 +187,7 @@ class _Worker:
             out: Outcome | None = None
             if kind == "append":
                 if tail is None:
-                    tail = self.load_tail(run, "live")
+                    tail = self.load_tail(run, "live", lease)
                     if tail is None:
                         continue
                 seq = tail + 1
@@ -153,7 +196,7 @@ class _Worker:
                 tail = seq if out.ok else None
             elif kind == "order_probe":
                 if tail is None:
-                    tail = self.load_tail(run, "live")
+                    tail = self.load_tail(run, "live", lease)
                     if tail is None:
                         continue
                 out = self.append(run, lease, "live", self.rng.randint(max(0, tail - 2), tail))
@@ -167,6 +210,8 @@ class _Worker:
                 out = self.blob_delete(self.blob_ref(run), lease, "live")
             elif kind == "renew":
                 out = self.renew(lease, "live")
+            elif kind == "read":
+                tail = self.read_back(lease, "live")
             elif kind == "side_cycle":
                 self.side_cycle()
             elif kind == "cross":
@@ -196,10 +241,10 @@ class _Worker:
         if not out.ok:
             return
         lease: Lease = out.result
-        tail = self.load_tail(run, "side")
+        ref = f"{run}/b{self.rng.randrange(self.sc.blob_names)}"
+        tail = self.read_back(lease, "side", [ref])
         if tail is None:
             return
-        ref = f"{run}/b{self.rng.randrange(self.sc.blob_names)}"
         for step in (
             lambda: self.append(run, lease, "side", tail + 1),
             lambda: self.put_meta(run, lease, "side"),

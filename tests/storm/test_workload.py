@@ -42,8 +42,18 @@ def test_invoke_values_follow_the_storm_checker_interface(tmp_path):
                 assert isinstance(op.result["epoch"], int)
             elif op.error == "LeaseHeldError":
                 assert "holder" in op.result
-        elif op.f == "load" and op.outcome == "ok":
-            assert set(op.result) == {"tail", "count"}
+        elif op.f in ("load", "get_meta", "blob_get"):
+            assert op.lease is None
+            tenure = op.args["tenure"]
+            if op.intent in ("live", "side") and tenure is not None:
+                assert tenure[0] == op.run and tenure[1] == op.process and isinstance(tenure[2], int)
+            if op.f == "blob_get":
+                assert op.args["ref"].split("/")[0] == op.run
+            if op.outcome == "ok" and op.f == "load":
+                assert set(op.result) == {"tail", "count", "tail_tag"}
+                assert (op.result["tail_tag"] is None) == (op.result["count"] == 0)
+            elif op.outcome == "ok":
+                assert set(op.result) == {"tag"}
         elif op.f in MUTATIONS:
             assert op.lease is not None
             counters[(op.lease.run_id, op.lease.owner, op.lease.epoch)].append(op.args["c"])
@@ -57,6 +67,12 @@ def test_invoke_values_follow_the_storm_checker_interface(tmp_path):
             assert op.args == {} and op.lease is not None
         if op.intent == "cross":
             assert op.f == "load" or op.lease.run_id != op.run
+    # every tenure reads back: tenured reads of all three kinds, seeing values the storm wrote
+    tenured = [op for op in ops if op.f in ("load", "get_meta", "blob_get") and op.args.get("tenure")]
+    assert {op.f for op in tenured} == {"load", "get_meta", "blob_get"}
+    written = {op.tag for op in ops if op.f in ("append", "put_meta", "blob_put")}
+    seen = {op.result.get("tag") or op.result.get("tail_tag") for op in tenured if op.outcome == "ok"} - {None}
+    assert seen and seen <= written
     # c counts 1, 2, ... per lease in invoke order
     assert counters and all(cs == list(range(1, len(cs) + 1)) for cs in counters.values())
 

@@ -63,6 +63,16 @@ def call_state(handle: WorkerHandle) -> dict[str, Any]:
     }
 
 
+def _proc_state(pid: int) -> bytes:
+    """The kernel's one-letter scheduling state of a process (b"" when it is gone)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            stat = fh.read()
+        return stat[stat.rindex(b")") + 2:stat.rindex(b")") + 3]
+    except (OSError, ValueError):
+        return b""
+
+
 def _is_stopped(pid: int) -> bool:
     return _wait_stopped(pid, 0.0)
 
@@ -127,7 +137,11 @@ class Nemesis:
             while time.monotonic() < deadline:
                 in_call = [w for w in candidates if w.state[IN_CALL]]
                 mutating = [w for w in in_call if int(w.state[SURFACE]) in _MUTATION_CODES]
-                target = self.rng.choice(mutating or in_call) if in_call else None
+                # A mutation that is running (not waiting for a lock or a socket) is executing
+                # the store's own steps: a stop there lands between them, where a store whose
+                # fence check and write are separate steps leaves its window open.
+                running = [w for w in mutating if _proc_state(w.pid) == b"R"]
+                target = self.rng.choice(running or mutating or in_call) if in_call else None
                 if target is None:
                     time.sleep(0.0001)
                     continue

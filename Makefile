@@ -21,6 +21,8 @@ conformance: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/pytest -n 2 -q
+	$(BIN)/pytest -q models --store memory:
+	$(BIN)/pytest -q models --store sqlite:
 
 test-slow: $(STAMP)
 	$(BIN)/pytest -n 2 -q -m slow

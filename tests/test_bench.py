@@ -1,0 +1,55 @@
+"""The benchmark helpers and the history writer's fast path (benchmarks/, soak.history.HistoryWriter)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from soak.history import HistoryWriter, operations, read_records
+from soak.spi import Lease
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+
+from storm_rate import count_history, quiet_scenario  # noqa: E402
+
+
+def test_writer_lines_match_the_standard_library_encoding(tmp_path: Path) -> None:
+    path = tmp_path / "w.jsonl"
+    w = HistoryWriter(path, "w0.1")
+    i = w.invoke("append", "r1", Lease("r1", "w0.1", 5), "live", {"seq": 4, "tag": "w0.1#0", "c": 3})
+    w.complete(i, "fail", {"holder": ["r1", "w2.1", 6]}, error="LeaseHeldError", message="refused")
+    w.event("stall", {"ms": 350})
+    for line in path.read_bytes().splitlines():
+        obj = json.loads(line)
+        assert line == json.dumps(obj, separators=(",", ":")).encode()  # byte for byte on ASCII content
+
+
+def test_writer_falls_back_for_values_orjson_refuses(tmp_path: Path) -> None:
+    path = tmp_path / "w.jsonl"
+    w = HistoryWriter(path, "w0.1")
+    i = w.invoke("load", "r1", None, "live", {"big": 10**30, "text": "é"})
+    w.complete(i, "info", error="OSError", message="bad \ud800 name")
+    [op] = list(operations([path]))
+    assert op.args["text"] == "é" and op.message == "bad ? name" and op.outcome == "info"
+    assert [r.type for r in read_records(path)] == ["invoke", "info"]
+
+
+def test_count_history_counts_accepted_mutations_in_the_running_window(tmp_path: Path) -> None:
+    hist = tmp_path / "history"
+    hist.mkdir()
+    w = HistoryWriter(hist / "w0.1.jsonl", "w0.1")
+    w.complete(w.invoke("open", "", None, "boot", {}), "ok")
+    lease = Lease("r0", "w0.1", 1)
+    w.complete(w.invoke("acquire", "r0", None, "live", {"owner": "w0.1"}), "ok", {"epoch": 1})
+    w.complete(w.invoke("append", "r0", lease, "live", {"seq": 1, "tag": "w0.1#2", "c": 1}), "ok")
+    w.complete(w.invoke("put_meta", "r0", lease, "live", {"tag": "w0.1#3", "c": 2}), "fail", error="LeaseHeldError")
+    w.complete(w.invoke("blob_put", "r0", lease, "live", {"ref": "r0/b0", "tag": "w0.1#4", "c": 3}), "ok")
+    accepted, calls, window = count_history(tmp_path)
+    assert (accepted, calls) == (2, 4) and window > 0
+
+
+def test_quiet_scenario_turns_the_nemesis_off() -> None:
+    sc = quiet_scenario(workers=4, seconds=2.0)
+    assert (sc.pause_interval_s, sc.kill_interval_s, sc.stall_prob) == (0.0, 0.0, 0.0)
+    assert sc.time_bound_s == 2.0 and sc.workers == 4 and sc.quorum["grants"] > 10**9

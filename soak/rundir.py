@@ -53,7 +53,8 @@ class RunInfo:
     """What ran and how the storm ended.
 
     `status` is `quorum` (every threshold met), `timeout` (time bound hit first),
-    `interrupted` (Ctrl-C or a signal), or `error` (`error` names the cause).
+    `interrupted` (Ctrl-C or a signal), `error` (`error` names the cause), or `suspect`
+    (stopped early at a suspect operation: `stop_on_suspect`).
     """
 
     soak_version: str

@@ -94,6 +94,8 @@ class Scenario:
     # crashes (SIGKILL, then a fresh incarnation); 0 disables
     kill_interval_s: float = 2.5
     kill_in_call_bias: float = 0.5
+    # end the storm at the first suspect operation (see `soak.storm.quorum`); the checker still judges
+    stop_on_suspect: bool = False
     mix: dict[str, float] = field(default_factory=lambda: dict(_DEFAULT_MIX))
     quorum: dict[str, int] = field(default_factory=dict)
 
@@ -130,6 +132,10 @@ def _num(lo: float, hi: float | None = None, *, open_lo: bool = False):
     return check, f"a number {sign} {lo}" + (f" and <= {hi}" if hi is not None else "")
 
 
+def _bool():
+    return (lambda v: isinstance(v, bool)), "true or false"
+
+
 def _str():
     return (lambda v: isinstance(v, str) and bool(v.strip())), "a non-empty string"
 
@@ -157,6 +163,7 @@ _FIELDS: dict[str, tuple[Any, str]] = {
     "pause_in_call_bias": _num(0, 1),
     "kill_interval_s": _num(0),
     "kill_in_call_bias": _num(0, 1),
+    "stop_on_suspect": _bool(),
 }
 _TABLES = ("mix", "quorum")
 

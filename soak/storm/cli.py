@@ -26,6 +26,10 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--time-bound", type=float, metavar="S", help="seconds before an unfinished storm is inconclusive")
     parser.add_argument("--out", metavar="DIR", help="run directory (default: reports/<UTC timestamp>-<scenario>/)")
     parser.add_argument("--quiet", action="store_true", help="no live progress bars")
+    parser.add_argument("--stop-on-suspect", action="store_true",
+                        help="end the storm at the first stale or cross-run operation accepted (or answered "
+                             "untyped); the checker still judges, and a stopped storm without a violation is "
+                             "inconclusive")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", dest="overrides",
                         help="override any scenario key, e.g. --set quorum.takeovers=80 (repeatable)")
 
@@ -35,6 +39,8 @@ def _overrides(args: argparse.Namespace) -> dict[str, Any]:
     for text in args.overrides:
         key, value = parse_override(text)
         out[key] = value
+    if getattr(args, "stop_on_suspect", False):
+        out["stop_on_suspect"] = True
     for key, value in (("store", args.store), ("workers", args.workers), ("lease_ttl_ms", args.ttl_ms),
                        ("seed", args.seed), ("time_bound_s", args.time_bound)):
         if value is not None:

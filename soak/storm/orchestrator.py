@@ -321,6 +321,13 @@ class _Storm:
                             quorum_at = (now - start) / 1e9
                             status = "quorum"
                             break
+                        if self.sc.stop_on_suspect and self.quorum.suspects:
+                            # stop at the first suspect; the checker decides from the history
+                            status = "suspect"
+                            first = self.quorum.suspects[0]
+                            extra["stopped_early"] = {"reason": first["reason"], "at_s": round((now - start) / 1e9, 3),
+                                                      "suspect": first}
+                            break
                     if self.interrupted:
                         status = "interrupted"
                         break
@@ -354,6 +361,8 @@ class _Storm:
         extra["respawns"] = self.respawns
         extra["unexpected_exits"] = self.unexpected_exits
         extra["counts"] = self.quorum.counts()
+        extra["suspects"] = len(self.quorum.suspects)
+        extra["first_suspects"] = self.quorum.suspects[:20]
         extra["boot_failures"] = self.quorum.boot_failures[:20]
         extra["crashes"] = self.quorum.crashes[:20]
         extra["workers"] = {name: dict(st) for name, st in sorted(self.quorum.per_worker.items())}
@@ -412,8 +421,9 @@ def run_storm(
     `target` is a `soak.stores.StoreTarget`, a spec string, or None for the scenario's `store`.
 
     The run directory is `out_dir`, or `reports/<UTC timestamp>-<scenario>/`. The storm ends at
-    quorum, at the time bound, on SIGINT/SIGTERM (`interrupted`) or when no worker can boot the
-    store (`error`). Every worker is stopped and reaped before this returns.
+    quorum, at the time bound, on SIGINT/SIGTERM (`interrupted`), when no worker can boot the
+    store (`error`), or, with `scenario.stop_on_suspect`, at the first suspect operation
+    (`suspect`; storm.json's `stopped_early` names it). Every worker is stopped and reaped before this returns.
     """
     from soak import __version__
     from soak.stores import resolve

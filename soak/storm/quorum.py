@@ -5,6 +5,14 @@ line without its newline waits for the next poll. Invokes are paired with comple
 process; the workload's counter turns operations into its counters (takeovers, accepted
 writes and typed stale refusals per surface, deletion cycles, cross-run refusals), and events
 add the nemesis counters (stalls, pauses, pauses inside a store call, kills).
+
+The tailer also notes *suspects*: operations the worker believed stale or cross-run (intent
+`stale` or `cross`) that the store nevertheless accepted, or answered with an untyped error.
+A suspect is a hint, never a verdict. A lease accepted on another run counts at once. An
+operation under a lease of its own run counts only once the tailer has seen a later epoch of
+that run granted (completed) before the operation was invoked, the checker's own test of
+staleness: a merely expired, unsuperseded lease may be accepted or refused either way.
+With the scenario's `stop_on_suspect` the storm ends at the first one and the checker judges.
 """
 
 from __future__ import annotations
@@ -16,7 +24,12 @@ from typing import Any
 
 from soak.workloads import QuorumCounter
 
-__all__ = ["QuorumTracker"]
+__all__ = ["QuorumTracker", "SUSPECT_INTENTS"]
+
+#: Intents under which the worker expects a typed refusal.
+SUSPECT_INTENTS = frozenset({"stale", "cross"})
+#: How long (monotonic ns) an accepted stale operation waits for a grant line that supersedes it.
+_CANDIDATE_WINDOW_NS = 5_000_000_000
 
 
 class QuorumTracker:
@@ -34,6 +47,11 @@ class QuorumTracker:
         self.boot_failures: list[str] = []
         self.crashes: list[str] = []
         self.bad_lines = 0
+        self.suspects: list[dict[str, Any]] = []
+        self._grants: dict[str, list[tuple[int, int]]] = defaultdict(list)  # run -> (complete ts, epoch)
+        # (invoke, how it ended): stale ops accepted or answered untyped, not yet known to be superseded
+        self._candidates: list[tuple[dict[str, Any], str]] = []
+        self._latest_ts = 0
         # per worker incarnation: operations by outcome and the slowest call (starvation shows here)
         self.per_worker: dict[str, dict[str, Any]] = defaultdict(
             lambda: {"ops": 0, "ok": 0, "fail": 0, "info": 0, "unknown": 0, "worst_call_ms": 0.0,
@@ -62,6 +80,7 @@ class QuorumTracker:
                         self._line(json.loads(raw))
                     except (ValueError, KeyError, TypeError):
                         self.bad_lines += 1
+        self._settle_candidates()
 
     def _line(self, obj: dict[str, Any]) -> None:
         t = obj["t"]
@@ -101,6 +120,7 @@ class QuorumTracker:
             if wait_ms > stats["worst_call_ms"]:
                 stats["worst_call_ms"] = round(wait_ms, 3)
                 stats["worst_call_surface"] = inv.get("f")
+        self._suspect(inv, done)
         if inv.get("f") == "open":
             if done is not None and done.get("t") == "ok":
                 self.boot_ok += 1
@@ -110,17 +130,60 @@ class QuorumTracker:
             return
         self.counter.feed(inv, done)
 
+    # -- suspects ---------------------------------------------------------------------------
+
+    def _suspect(self, inv: dict[str, Any], done: dict[str, Any] | None) -> None:
+        """Note grants, and stale or cross-run operations accepted or answered untyped."""
+        t = done.get("t") if done else None
+        if done is not None:
+            self._latest_ts = max(self._latest_ts, int(done.get("ts", 0)))
+        if t == "ok" and inv.get("f") == "acquire":
+            epoch = (done.get("v") or {}).get("epoch")
+            if isinstance(epoch, int):
+                self._grants[inv.get("run", "")].append((int(done.get("ts", 0)), epoch))
+            return
+        lease = inv.get("lease")
+        if inv.get("intent") not in SUSPECT_INTENTS or not lease or done is None:
+            return
+        if t == "ok" and lease[0] != inv.get("run", ""):
+            self._add_suspect(inv, f"lease for run {lease[0]} accepted on run {inv.get('run')}")
+        elif t == "ok":
+            self._candidates.append((inv, "accepted"))
+        elif t == "info" and done.get("err"):
+            self._candidates.append((inv, f"answered with untyped {done.get('err')}"))
+
+    def _settle_candidates(self) -> None:
+        """Stale operations accepted (or answered untyped) become suspects once the tailer has seen a
+        later epoch of their run granted before they were invoked (the checker's own staleness test)."""
+        keep = []
+        for inv, how in self._candidates:
+            run, epoch, ts = inv["lease"][0], int(inv["lease"][2]), int(inv.get("ts", 0))
+            later = next((e for done_ts, e in self._grants.get(run, ()) if e > epoch and done_ts < ts), None)
+            if later is not None:
+                self._add_suspect(inv, f"{inv.get('f')} under epoch {epoch} of run {run} {how} after epoch "
+                                       f"{later} was granted")
+            elif self._latest_ts - ts < _CANDIDATE_WINDOW_NS:
+                keep.append((inv, how))
+        self._candidates = keep
+
+    def _add_suspect(self, inv: dict[str, Any], reason: str) -> None:
+        self.suspects.append({"process": inv.get("p"), "index": inv.get("i"), "f": inv.get("f"),
+                              "run": inv.get("run"), "intent": inv.get("intent"), "lease": inv.get("lease"),
+                              "ts": inv.get("ts"), "reason": reason})
+
     def finish(self) -> None:
         """After the last poll: invokes never completed count as unknown operations."""
         pending, self._pending = self._pending, {}
         for inv in pending.values():
             self._op(inv, None)
+        self._settle_candidates()
 
     def counts(self) -> dict[str, int]:
         out = dict(self.counter.counts())
         out.update(self.events)
         out["boot_ok"] = self.boot_ok
         out["boot_failed"] = len(self.boot_failures)
+        out["suspects"] = len(self.suspects)
         return out
 
     def reached(self) -> dict[str, int]:

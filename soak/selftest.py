@@ -1,0 +1,347 @@
+"""`soak selftest`: prove the harness catches every mutant and never fails a reference store.
+
+For every mutant of the catalogue (`soak.stores.mutants`) the conformance suite runs once and
+`runs` smoke storms run one at a time, each stopping at its first suspect operation; the
+checker alone decides each storm (black box: it is never told which mutant it judges). Each
+reference store then gets `runs` storms of the same scenario, which must pass: a `fail` there
+is a false positive. The result is a `SelftestReport` and, on the command line, a table.
+
+Time to the first violation is measured on the history clock from the storm's start to the
+moment the earliest violation was fully evidenced (the last completion among its cited
+operations); without evidence times, the storm's whole length stands in.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from soak.errors import HarnessError, StoreSpecError
+
+__all__ = [
+    "MutantResult",
+    "ReferenceResult",
+    "SelftestReport",
+    "StormOutcome",
+    "configure_parser",
+    "run_cli",
+    "selftest",
+    "storm_once",
+]
+
+EXIT_PASS, EXIT_FAIL, EXIT_INCONCLUSIVE = 0, 1, 3
+
+
+@dataclass(frozen=True, slots=True)
+class StormOutcome:
+    """One storm of the self-test: how it ended and what the checker concluded."""
+
+    run_dir: str
+    status: str  # the storm's ending: quorum, timeout, suspect, error, interrupted
+    verdict: str  # pass, fail or inconclusive
+    clauses: tuple[str, ...] = ()
+    seconds: float = 0.0  # storm length (start to stop)
+    first_violation_s: float | None = None  # None unless the verdict is fail
+    note: str = ""  # the first inconclusive reason or the storm error
+
+
+@dataclass(slots=True)
+class MutantResult:
+    """One mutant: conformance findings and its storms."""
+
+    name: str
+    clause: str
+    summary: str
+    conformance_caught: bool | None = None  # None: conformance not run
+    conformance_clauses: tuple[str, ...] = ()
+    conformance_s: float = 0.0
+    storms: list[StormOutcome] = field(default_factory=list)
+
+    @property
+    def caught(self) -> int:
+        """Storms whose verdict is fail."""
+        return sum(s.verdict == "fail" for s in self.storms)
+
+    @property
+    def escaped(self) -> bool:
+        """True when any storm did not fail the mutant."""
+        return self.caught < len(self.storms)
+
+    @property
+    def storm_clauses(self) -> tuple[str, ...]:
+        return tuple(sorted({c for s in self.storms for c in s.clauses}))
+
+    @property
+    def median_first_violation_s(self) -> float | None:
+        times = [s.first_violation_s for s in self.storms if s.first_violation_s is not None]
+        return statistics.median(times) if times else None
+
+
+@dataclass(slots=True)
+class ReferenceResult:
+    """One reference store: its storms, which must all pass."""
+
+    spec: str
+    storms: list[StormOutcome] = field(default_factory=list)
+
+    def count(self, verdict: str) -> int:
+        return sum(s.verdict == verdict for s in self.storms)
+
+
+@dataclass(slots=True)
+class SelftestReport:
+    """Every mutant's and reference store's results, and the exit code they imply."""
+
+    runs: int
+    scenario: str
+    out_root: str
+    mutants: list[MutantResult] = field(default_factory=list)
+    references: list[ReferenceResult] = field(default_factory=list)
+    elapsed_s: float = 0.0
+
+    @property
+    def escaped(self) -> list[str]:
+        """Mutants some storm did not fail."""
+        return [m.name for m in self.mutants if m.escaped]
+
+    @property
+    def false_positives(self) -> list[str]:
+        """Reference stores some storm failed."""
+        return [r.spec for r in self.references if r.count("fail")]
+
+    @property
+    def exit_code(self) -> int:
+        """1 on a storm escape or a reference fail; 3 when a reference storm was inconclusive; else 0."""
+        if self.escaped or self.false_positives:
+            return EXIT_FAIL
+        if any(r.count("inconclusive") for r in self.references):
+            return EXIT_INCONCLUSIVE
+        return EXIT_PASS
+
+    def rows(self) -> list[dict[str, str]]:
+        """The table, one dict per mutant (column -> text)."""
+        out = []
+        for m in self.mutants:
+            if m.conformance_caught is None:
+                conf = "-"
+            else:
+                conf = ("yes" if m.conformance_caught else "no") + (
+                    f" ({', '.join(m.conformance_clauses)})" if m.conformance_clauses else "")
+            med = m.median_first_violation_s
+            out.append({
+                "mutant": m.name,
+                "breaks": m.clause,
+                "conformance": conf,
+                "storm": f"{m.caught}/{len(m.storms)}",
+                "median_s": "-" if med is None else f"{med:.1f}",
+                "storm clauses": ", ".join(m.storm_clauses) or "-",
+            })
+        return out
+
+    def table(self) -> str:
+        """The self-test table as text, reference stores and totals below it."""
+        rows = self.rows()
+        cols = ["mutant", "breaks", "conformance", "storm", "median_s", "storm clauses"]
+        heads = {"median_s": "median s to 1st violation", "storm": "storm caught"}
+        widths = {c: max([len(heads.get(c, c))] + [len(r[c]) for r in rows]) for c in cols}
+        lines = ["  ".join(heads.get(c, c).ljust(widths[c]) for c in cols).rstrip()]
+        lines += ["  ".join(r[c].ljust(widths[c]) for c in cols).rstrip() for r in rows]
+        for r in self.references:
+            n = len(r.storms)
+            notes = sorted({s.note for s in r.storms if s.verdict != "pass" and s.note})
+            lines.append(f"reference {r.spec}  pass {r.count('pass')}/{n}, fail {r.count('fail')}, "
+                         f"inconclusive {r.count('inconclusive')}" + (f" ({notes[0]})" if notes else ""))
+        verdict = {EXIT_PASS: "PASS", EXIT_FAIL: "FAIL", EXIT_INCONCLUSIVE: "INCONCLUSIVE"}[self.exit_code]
+        parts = []
+        if self.escaped:
+            parts.append("escaped: " + ", ".join(self.escaped))
+        if self.false_positives:
+            parts.append("false positives on: " + ", ".join(self.false_positives))
+        lines.append(f"selftest: {verdict} in {self.elapsed_s:.0f} s ({self.runs} storm(s) each, scenario "
+                     f"{self.scenario})" + (f"; {'; '.join(parts)}" if parts else ""))
+        return "\n".join(lines)
+
+    def to_dict(self) -> dict[str, Any]:
+        def mutant(m: MutantResult) -> dict[str, Any]:
+            d = asdict(m)
+            d.update(caught=m.caught, escaped=m.escaped, median_first_violation_s=m.median_first_violation_s)
+            return d
+
+        return {
+            "runs": self.runs, "scenario": self.scenario, "out_root": self.out_root,
+            "elapsed_s": round(self.elapsed_s, 3), "exit_code": self.exit_code,
+            "escaped": self.escaped, "false_positives": self.false_positives,
+            "mutants": [mutant(m) for m in self.mutants],
+            "references": [asdict(r) for r in self.references],
+        }
+
+
+def _first_violation_s(verdict: Any, started_ns: int, fallback_s: float) -> float:
+    """Seconds from the storm start until the earliest violation was fully evidenced."""
+    best: int | None = None
+    for v in verdict.violations:
+        times = [e.complete_ns if e.complete_ns is not None else e.invoke_ns for e in v.evidence]
+        times = [t for t in times if t >= started_ns > 0]
+        if times and (best is None or max(times) < best):
+            best = max(times)
+    return fallback_s if best is None else round((best - started_ns) / 1e9, 3)
+
+
+def storm_once(scenario: Any, spec: str, run_dir: Path) -> StormOutcome:
+    """Run one storm of `scenario` against `spec` in `run_dir` and let the checker judge it."""
+    from soak.check import check_run
+    from soak.check.verdict import Verdict
+    from soak.storm.orchestrator import run_storm
+
+    t0 = time.monotonic()
+    info = run_storm(scenario, spec, run_dir, progress=False)
+    seconds = time.monotonic() - t0
+    try:
+        seconds = float(json.loads((run_dir / "storm.json").read_text())["elapsed_s"])
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    try:
+        verdict = check_run(run_dir)
+    except Exception as exc:  # a checker that crashes is inconclusive, never pass
+        verdict = Verdict.build(reasons=[f"the checker raised {type(exc).__name__}: {exc}"])
+    first = _first_violation_s(verdict, info.started_ns, seconds) if verdict.result == "fail" else None
+    note = info.error or (verdict.reasons[0] if verdict.reasons else "")
+    return StormOutcome(str(run_dir), info.status, verdict.result, tuple(verdict.clauses), round(seconds, 3),
+                        first, note[:300])
+
+
+def _default_root() -> Path:
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    base = Path("reports") / f"{stamp}-selftest"
+    path, n = base, 1
+    while path.exists():
+        n += 1
+        path = base.with_name(f"{base.name}-{n}")
+    return path
+
+
+def _slug(spec: str) -> str:
+    return "".join(ch if ch.isalnum() or ch in "-_" else "_" for ch in spec).strip("_") or "store"
+
+
+def _check_references(specs: Iterable[str]) -> list[str]:
+    from soak.stores import resolve
+
+    out = []
+    for spec in specs:
+        target = resolve(spec)
+        if target.single_process:
+            raise StoreSpecError(f"reference store {spec} lives inside one process and cannot be stormed; "
+                                 "use sqlite: or a networked store")
+        out.append(spec)
+    return out
+
+
+def selftest(
+    runs: int = 1,
+    mutants: Sequence[str] | None = None,
+    reference: Sequence[str] = ("sqlite:",),
+    scenario: str = "smoke",
+    out_root: str | Path | None = None,
+    progress: Callable[[str], None] | None = None,
+    *,
+    conformance: bool = True,
+    stop_on_suspect: bool = True,
+    overrides: dict[str, Any] | None = None,
+) -> SelftestReport:
+    """Run the conformance suite and `runs` storms per mutant, and `runs` storms per reference store.
+
+    Storms run one at a time, each bounded by the scenario's time bound; with `stop_on_suspect`
+    (the default, for mutants and references alike) a storm ends at its first suspect operation.
+    Run directories land under `out_root` (default `reports/<UTC timestamp>-selftest/`).
+    """
+    from soak.conformance import run_conformance
+    from soak.scenario import load_scenario
+    from soak.stores.mutants import MUTANTS
+
+    if runs < 1:
+        raise HarnessError(f"--runs {runs} runs no storm; use 1 or more")
+    names = list(MUTANTS) if mutants is None else list(mutants)
+    unknown = [n for n in names if n not in MUTANTS]
+    if unknown:
+        raise StoreSpecError(f"no mutant {unknown[0]!r}; use one of {', '.join(MUTANTS)}")
+    refs = _check_references(reference)
+    sc = load_scenario(scenario, {**(overrides or {}), "stop_on_suspect": stop_on_suspect})
+    root = Path(out_root) if out_root is not None else _default_root()
+    root.mkdir(parents=True, exist_ok=True)
+    say = progress or (lambda _msg: None)
+    report = SelftestReport(runs, sc.name, str(root))
+    t0 = time.monotonic()
+    for name in names:
+        m = MUTANTS[name]
+        result = MutantResult(name, m.clause, m.summary)
+        if conformance:
+            c0 = time.monotonic()
+            conf = run_conformance(f"mutant:{name}")
+            result.conformance_s = round(time.monotonic() - c0, 3)
+            result.conformance_clauses = tuple(sorted(conf.failed_clauses()))
+            result.conformance_caught = bool(result.conformance_clauses)
+            say(f"{name}: conformance {'caught' if result.conformance_caught else 'passed'}"
+                f"{' (' + ', '.join(result.conformance_clauses) + ')' if result.conformance_clauses else ''}"
+                f" in {result.conformance_s:.1f} s")
+        for k in range(runs):
+            outcome = storm_once(sc, f"mutant:{name}", root / name / f"run{k + 1}")
+            result.storms.append(outcome)
+            say(f"{name}: storm {k + 1}/{runs} {outcome.status} -> {outcome.verdict}"
+                f"{' (' + ', '.join(outcome.clauses) + ')' if outcome.clauses else ''} in {outcome.seconds:.1f} s")
+        report.mutants.append(result)
+    for spec in refs:
+        ref = ReferenceResult(spec)
+        for k in range(runs):
+            outcome = storm_once(sc, spec, root / f"reference-{_slug(spec)}" / f"run{k + 1}")
+            ref.storms.append(outcome)
+            say(f"reference {spec}: storm {k + 1}/{runs} {outcome.status} -> {outcome.verdict}"
+                f"{' (' + ', '.join(outcome.clauses) + ')' if outcome.clauses else ''} in {outcome.seconds:.1f} s")
+        report.references.append(ref)
+    report.elapsed_s = time.monotonic() - t0
+    return report
+
+
+# -- command line ---------------------------------------------------------------------------
+
+def configure_parser(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--runs", type=int, default=1, metavar="R", help="storms per mutant and per reference (default 1)")
+    parser.add_argument("--mutant", action="append", metavar="NAME", dest="mutants",
+                        help="only this mutant (repeatable; default: every mutant)")
+    parser.add_argument("--reference", action="append", metavar="SPEC",
+                        help="reference store that must pass (repeatable; default: sqlite:)")
+    parser.add_argument("--scenario", default="smoke", metavar="NAME|PATH", help="storm scenario (default: smoke)")
+    parser.add_argument("--no-conformance", action="store_true", help="skip the conformance suite")
+    parser.add_argument("--out", metavar="DIR", help="where run directories go (default: reports/<stamp>-selftest/)")
+    parser.add_argument("--json", metavar="FILE", help="also write the report as JSON to FILE")
+    parser.add_argument("--quiet", action="store_true", help="no per-storm progress lines")
+
+
+def run_cli(args: argparse.Namespace) -> int:
+    def say(msg: str) -> None:
+        print(msg, file=sys.stderr, flush=True)
+
+    report = selftest(
+        runs=args.runs,
+        mutants=args.mutants,
+        reference=tuple(args.reference or ("sqlite:",)),
+        scenario=args.scenario,
+        out_root=args.out,
+        progress=None if args.quiet else say,
+        conformance=not args.no_conformance,
+    )
+    print(report.table())
+    if args.json:
+        try:
+            Path(args.json).write_text(json.dumps(report.to_dict(), indent=1) + "\n")
+        except OSError as exc:
+            raise HarnessError(f"cannot write {args.json}: {exc.strerror or exc}; pass a writable --json FILE") from exc
+    print(f"run directories: {report.out_root}")
+    return report.exit_code

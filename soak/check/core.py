@@ -34,6 +34,10 @@ from soak.check.verdict import Evidence, Verdict, Violation
 __all__ = ["CHECKERS", "Checker", "Facts", "check", "default_margin_ns", "evidence", "scan"]
 
 _MUTATIONS = frozenset(("append", "put_meta", "delete", "blob_put", "blob_delete"))
+#: Mutations whose payload names them (their tag can turn up in a read or the final state).
+_TAGGED = frozenset(("append", "put_meta", "blob_put"))
+#: Reads that record the tenure they were made under: checked against the serial history.
+_READS = frozenset(("load", "get_meta", "blob_get"))
 _LEASE_OPS = frozenset(("renew", "release"))
 #: Errors the harness records for an unknown outcome it caused itself (not the store's doing).
 _HARNESS_UNKNOWN = frozenset(("Incomplete", "Timeout", "TimeoutError", "Killed", "StallTimeout"))
@@ -84,7 +88,7 @@ class _Tenure:
     """What the history says about one (run, epoch). Operations are held as `Operation` or `_lite`."""
 
     __slots__ = ("run", "epoch", "grants", "marks", "rel_ok", "rel_ok_ev", "rel_inv", "mut_inv", "mut", "lop_inv", "lop",
-                 "unt_inv", "unt", "users")
+                 "unt_inv", "unt", "users", "renew_unk")
 
     def __init__(self, run: str, epoch: int) -> None:
         self.run = run
@@ -98,6 +102,7 @@ class _Tenure:
         self.lop_inv, self.lop = -1, None  # latest-invoked accepted renew/release
         self.unt_inv, self.unt = -1, None  # latest-invoked untyped unknown outcome
         self.users: dict[str, Any] | None = None  # owners presenting this lease in accepted ops -> first op
+        self.renew_unk: list[tuple[int, float]] | None = None  # unknown renews: (invoke, complete or inf)
 
     def compact(self) -> None:
         """Swap held operations for compact tuples (their args and results are not needed)."""
@@ -117,7 +122,7 @@ class _Tenure:
 class _Run:
     """Per-run summaries for the state diff and the refusal check."""
 
-    __slots__ = ("acq_invokes", "acq_unknown", "missing", "del_any", "del_ok", "meta_ok", "prune_at")
+    __slots__ = ("acq_invokes", "acq_unknown", "missing", "del_any", "del_ok", "meta_ok", "prune_at", "held")
 
     def __init__(self) -> None:
         self.acq_invokes = array("q")  # invocation time of every acquire, any outcome
@@ -128,6 +133,7 @@ class _Run:
         self.del_ok: tuple[tuple[int, int], Operation] | None = None  # highest-keyed ok delete
         self.meta_ok: tuple[tuple[int, int], Operation] | None = None  # highest-keyed ok put_meta
         self.prune_at = 6 * 1024
+        self.held = array("q")  # acquires refused with LeaseHeldError, flat: invoke, complete, process id, index
 
 
 class _Ref:
@@ -140,6 +146,47 @@ class _Ref:
         self.put_ok: tuple[tuple[int, int], Operation] | None = None
         self.del_any: tuple[int, int] | None = None
         self.del_ok: tuple[tuple[int, int], Operation] | None = None
+
+
+#: The value of an empty journal as a read reports it: (tail seq, tail tag).
+_EMPTY_JOURNAL = (0, None)
+
+
+class _Obj:
+    """One object (journal, meta or blob ref) under one epoch: its last accepted write, unknown ones after it.
+
+    A value is what a read reports: `(seq, tag)` for a journal tail, a tag (or None) for meta and blobs.
+    """
+
+    __slots__ = ("ok_c", "ok_val", "ok_op", "unk")
+
+    def __init__(self) -> None:
+        self.ok_c: int | None = None
+        self.ok_val: Any = None
+        self.ok_op: Any = None
+        self.unk: list[tuple[int, Any, Any]] = []  # (c, value, op) of unknown writes with c above ok_c
+
+    def accept(self, c: int, value: Any, op: Any) -> None:
+        if self.ok_c is None or c > self.ok_c:
+            self.ok_c, self.ok_val, self.ok_op = c, value, op
+            if self.unk:
+                self.unk = [u for u in self.unk if u[0] > c]
+
+    def unknown(self, c: int, value: Any, op: Any) -> None:
+        if self.ok_c is None or c > self.ok_c:
+            self.unk.append((c, value, op))
+
+    def frozen(self) -> tuple[int | None, Any, Any, tuple[tuple[int, Any, Any], ...]]:
+        return self.ok_c, self.ok_val, self.ok_op, tuple(self.unk)
+
+
+class _Read:
+    """One accepted read made under a tenure the worker believed it held, with what it saw."""
+
+    __slots__ = ("obj", "run", "epoch", "owner", "seen", "op", "own")
+
+    def __init__(self, obj: tuple[str, str], run: str, epoch: int, owner: str, seen: Any, op: Any, own: Any) -> None:
+        self.obj, self.run, self.epoch, self.owner, self.seen, self.op, self.own = obj, run, epoch, owner, seen, op, own
 
 
 @dataclass(slots=True)
@@ -161,6 +208,12 @@ class Facts:
     procs: list[str] = field(default_factory=list)  # process names by id, for compact records
     scan_violations: list[Violation] = field(default_factory=list)
     stats: dict[str, int] = field(default_factory=dict)
+    objects: dict[tuple[str, str], dict[int, _Obj]] = field(default_factory=dict)  # object -> epoch -> summary
+    unordered: set[tuple[str, str]] = field(default_factory=set)  # objects with unleased writes
+    reads: list[_Read] = field(default_factory=list)
+    # process -> (first index of each segment, (lease run, epoch, outcome) of the segment) of tagged writes
+    tagged: dict[str, tuple[array, list[tuple[str, int, str] | None]]] = field(default_factory=dict)
+    boot_failures: list[tuple[Any, ...]] = field(default_factory=list)
     _stale_cache: dict[str, tuple[list[int], list[tuple[float, Any]]]] = field(default_factory=dict)
 
     @property
@@ -243,6 +296,12 @@ def scan(
                 ra.acq_unknown.append((op.invoke_ns, _NEVER if op.complete_ns is None else op.complete_ns))
             else:
                 n_fail += 1
+                if op.error == "LeaseHeldError":
+                    pid = proc_ids.get(op.process)
+                    if pid is None:
+                        pid = proc_ids[op.process] = len(procs)
+                        procs.append(op.process)
+                    ra.held.extend((op.invoke_ns, op.complete_ns, pid, op.index))
             continue
 
         if f in mutations:
@@ -253,7 +312,12 @@ def scan(
             n_ok += outcome == "ok"
             n_fail += outcome == "fail"
             n_info += outcome == "info"
-            continue  # load, open: nothing fenced
+            if outcome == "ok":
+                if f in _READS and op.args.get("tenure"):
+                    _note_read(facts, op)
+            elif f == "open" and op.error not in _HARNESS_UNKNOWN:
+                facts.boot_failures.append(_lite(op))
+            continue  # reads, open: nothing fenced
 
         lease = op.lease
         args = op.args
@@ -272,7 +336,13 @@ def scan(
             n_ok += outcome == "ok"
             n_fail += outcome == "fail"
             n_info += outcome == "info"
+            if outcome != "fail":
+                facts.unordered.update(obj for obj, _ in _writes(f, run, args))
             continue  # unleased passthrough: not fenced, and not ordered by a tenure
+        if f in _TAGGED:
+            _note_tag(facts.tagged, op.process, op.index, (lease.run_id, lease.epoch, outcome))
+        if outcome != "fail" and lease.run_id == run:
+            _fold(facts.objects, f, run, args, lease.epoch, outcome == "ok", op)
 
         if outcome == "ok":
             n_ok += 1
@@ -373,6 +443,10 @@ def scan(
             t = _tenure_of(tenures, run, lease.epoch)
             if f == "release":
                 t.rel_inv = min(t.rel_inv, op.invoke_ns)
+            elif f == "renew":
+                if t.renew_unk is None:
+                    t.renew_unk = []
+                t.renew_unk.append((op.invoke_ns, _NEVER if op.complete_ns is None else op.complete_ns))
             err = op.error
             if err not in _HARNESS_UNKNOWN and err not in _TYPED and err is not None:
                 if op.invoke_ns > t.unt_inv:
@@ -393,6 +467,93 @@ def scan(
         tenures=sum(1 for t in tenures.values() if t.grants),
     )
     return facts
+
+
+def _writes(f: str, run: str, args: dict[str, Any]) -> list[tuple[tuple[str, str], Any]]:
+    """The objects a mutation writes and the value a read would then report for each."""
+    if f == "append":
+        return [(("journal", run), (args.get("seq"), args.get("tag")))]
+    if f == "put_meta":
+        return [(("meta", run), args.get("tag"))]
+    if f == "delete":
+        return [(("journal", run), _EMPTY_JOURNAL), (("meta", run), None)]
+    if f == "blob_put":
+        return [(("blob", args.get("ref", "")), args.get("tag"))]
+    return [(("blob", args.get("ref", "")), None)]  # blob_delete
+
+
+def _fold(objects: dict[tuple[str, str], dict[int, _Obj]], f: str, run: str, args: dict[str, Any], epoch: int,
+          ok: bool, op: Operation) -> None:
+    """Fold an accepted or unknown leased write of its own run into the per-(object, epoch) summaries."""
+    lite = _lite(op)
+    c = args.get("c", 0)
+    for obj, value in _writes(f, run, args):
+        per = objects.get(obj)
+        if per is None:
+            per = objects[obj] = {}
+        o = per.get(epoch)
+        if o is None:
+            o = per[epoch] = _Obj()
+        if ok:
+            o.accept(c, value, lite)
+        else:
+            o.unknown(c, value, lite)
+
+
+def _note_tag(tagged: dict[str, tuple[array, list[tuple[str, int, str] | None]]], process: str, index: int,
+              key: tuple[str, int, str]) -> None:
+    """Remember (lease run, epoch, outcome) of a tagged write as runs of equal keys per process."""
+    seg = tagged.get(process)
+    if seg is None:
+        seg = tagged[process] = (array("q"), [])
+    starts, keys = seg
+    if starts and index > starts[-1]:
+        if keys[-1] != key:
+            starts.append(index)
+            keys.append(key)
+        return
+    # out of order (hand-written histories): insert in place, and restore the split segment after it
+    i = bisect.bisect_right(starts, index)
+    if i > 0 and starts[i - 1] == index:
+        keys[i - 1] = key
+        return
+    prev = keys[i - 1] if i > 0 else None
+    starts.insert(i, index)
+    keys.insert(i, key)
+    if i + 1 == len(starts) or starts[i + 1] != index + 1:
+        starts.insert(i + 1, index + 1)
+        keys.insert(i + 1, prev)
+
+
+def _tag_info(facts: Facts, tag: str) -> tuple[str, int, str] | None:
+    """(lease run, epoch, outcome) of the tagged write `tag`, or None if no recorded write has it."""
+    process, sep, index = tag.rpartition("#")
+    seg = facts.tagged.get(process)
+    if not sep or seg is None or not index.isdigit():
+        return None
+    starts, keys = seg
+    i = bisect.bisect_right(starts, int(index)) - 1
+    return keys[i] if i >= 0 else None
+
+
+def _note_read(facts: Facts, op: Operation) -> None:
+    """Keep an accepted tenured read: what it saw and, frozen now, its own tenure's writes so far."""
+    tenure = op.args["tenure"]
+    run, owner, epoch = str(tenure[0]), str(tenure[1]), int(tenure[2])
+    if run != op.run:
+        return
+    res = op.result
+    if op.f == "load":
+        if "tail_tag" not in res:
+            return  # an older history: no tag to compare
+        obj, seen = ("journal", run), (res.get("tail"), res.get("tail_tag"))
+    elif op.f == "get_meta":
+        obj, seen = ("meta", run), res.get("tag")
+    else:
+        obj, seen = ("blob", str(op.args.get("ref", ""))), res.get("tag")
+    per = facts.objects.get(obj)
+    cur = per.get(epoch) if per is not None else None
+    facts.reads.append(_Read(obj, run, epoch, owner, seen, _lite(op), None if cur is None else cur.frozen()))
 
 
 def _run_of(run_acc: dict[str, _Run], run: str) -> _Run:
@@ -814,6 +975,246 @@ def check_probe(facts: Facts) -> list[Violation]:
     return out
 
 
+_OBJECT_CLAUSE = {"journal": "journal-a3", "meta": "meta-last-write", "blob": "blob-semantics"}
+_OBJECT_WRITER = {"journal": "append", "meta": "put_meta", "blob": "blob_put"}
+
+
+def _surely_held(facts: Facts) -> Callable[[_Read], _Tenure | None]:
+    """The "surely live" test of `check_refusals`, for reads: the tenure when nothing can have ended it.
+
+    The read must have completed within ttl - margin of a grant or renewal that completed before
+    it was invoked, with the tenure unreleased and no grant of another epoch (nor an acquire of
+    unknown outcome) that could have landed before the read completed. Refused acquires change
+    nothing (a refusal mutates nothing), so, unlike for refusals, they do not disqualify a read.
+    """
+    ttl, margin = facts.ttl_ns, facts.margin_ns
+    grants: dict[str, tuple[list[int], list[tuple[int, int]]]] = {}  # run -> (sorted invokes, (epoch, invoke))
+    for (r, e), t in facts.tenures.items():
+        for g in t.grants:
+            grants.setdefault(r, ([], []))[1].append((e, g[0]))
+    later: dict[str, tuple[list[int], list[int]]] = {}  # run -> (epochs, suffix min of grant invokes)
+    for r, (invs, pairs) in grants.items():
+        invs.extend(sorted(p[1] for p in pairs))
+        pairs.sort()
+        suffix = [0] * len(pairs)
+        best = _NEVER
+        for i in range(len(pairs) - 1, -1, -1):
+            best = min(best, pairs[i][1])
+            suffix[i] = best
+        later[r] = ([p[0] for p in pairs], suffix)
+
+    def held(rd: _Read) -> _Tenure | None:
+        t = facts.tenures.get((rd.run, rd.epoch))
+        inv, done = rd.op[7], rd.op[8]
+        if t is None or not t.grants or done is None or t.rel_inv < done:
+            return None
+        if rd.owner not in {g[2] for g in t.grants}:
+            return None
+        grant_inv = min(g[0] for g in t.grants)
+        invs, _ = grants[rd.run]
+        if bisect.bisect_left(invs, done) - bisect.bisect_right(invs, grant_inv) > 0:
+            return None  # another grant was invoked meanwhile
+        epochs, suffix = later[rd.run]
+        j = bisect.bisect_right(epochs, rd.epoch)
+        if j < len(epochs) and suffix[j] < done:
+            return None  # a later epoch's grant was in flight
+        ra = facts.run_acc.get(rd.run)
+        if ra is not None and any(i < done and c > grant_inv for i, c in ra.acq_unknown):
+            return None
+        lives = [m[0] for m in t.marks if m[1] < inv]
+        if not lives or done >= max(lives) + ttl - margin:
+            return None
+        return t
+
+    return held
+
+
+def check_reads(facts: Facts) -> list[Violation]:
+    """A read under a surely-live tenure sees what the epoch-ordered serial history allows.
+
+    Its own last accepted write of the object (or an own write of unknown outcome after it);
+    if it has not written the object yet, the serially-last accepted write of the epochs below
+    (a run delete empties journal and meta, a blob delete the blob), any unknown write after it,
+    or the state before those unknown writes. Anything else is a write the fence let in late
+    (`stale-rejected`), one under another run's lease (`run-match`), or a lost write.
+    """
+    out: list[Violation] = []
+    if not facts.reads:
+        return out
+    held = _surely_held(facts)
+    epochs_of: dict[tuple[str, str], list[int]] = {}
+
+    def before(obj: tuple[str, str], epoch: int) -> tuple[dict[Any, Any], Any]:
+        """Values the serial history allows just before `epoch` (value -> op or None), and the last accepted op."""
+        allowed: dict[Any, Any] = {}
+        per = facts.objects.get(obj, {})
+        eps = epochs_of.get(obj)
+        if eps is None:
+            eps = epochs_of[obj] = sorted(per)
+        for ep in reversed(eps[:bisect.bisect_left(eps, epoch)]):
+            o = per[ep]
+            for c, v, op in o.unk:
+                allowed.setdefault(v, op)
+            if o.ok_c is not None:
+                allowed.setdefault(o.ok_val, o.ok_op)
+                return allowed, o.ok_op
+        allowed.setdefault(_EMPTY_JOURNAL if obj[0] == "journal" else None, None)
+        return allowed, None
+
+    for rd in facts.reads:
+        if rd.obj in facts.unordered:
+            continue  # unleased writes are not ordered by epochs
+        own = rd.own
+        own_wrote = own is not None and own[0] is not None
+        if own_wrote:
+            allowed = {own[1]: own[2]}
+        else:
+            allowed = before(rd.obj, rd.epoch)[0]
+        if own is not None:
+            for _, v, op in own[3]:
+                allowed.setdefault(v, op)
+        if rd.seen in allowed:
+            continue
+        t = held(rd)
+        if t is None:
+            continue
+        out.append(_misread(facts, rd, t, own_wrote, before))
+    return out
+
+
+def _misread(facts: Facts, rd: _Read, t: _Tenure, own_wrote: bool,
+             before: Callable[[tuple[str, str], int], tuple[dict[Any, Any], Any]]) -> Violation:
+    """Name the clause a disallowed read breaks, citing the read and the writes involved."""
+    kind, name = rd.obj
+    what = f"the journal tail of {name}" if kind == "journal" else f"the meta of {name}" if kind == "meta" else f"blob {name}"
+    rev = evidence(rd.op)
+    seen_tag = rd.seen[1] if kind == "journal" else rd.seen
+    shown = "nothing" if seen_tag is None and rd.seen in (None, _EMPTY_JOURNAL) else (
+        f"{seen_tag}" + (f" at seq {rd.seen[0]}" if kind == "journal" else ""))
+    head = f"{rev.tag} read {what} under epoch {rd.epoch} while it was surely live and saw {shown}"
+    grant_inv = min(g[0] for g in t.grants)
+    lost = _OBJECT_CLAUSE[kind]
+    if own_wrote:
+        mine = evidence(rd.own[2])
+        expect = f"; its own tenure last wrote {mine.tag}"
+        cite: tuple[Evidence, ...] = (rev, mine)
+    else:
+        _, last = before(rd.obj, rd.epoch)
+        mine = evidence(last) if last is not None else None
+        expect = (f"; the serially-last accepted write before epoch {rd.epoch} is {mine.tag} (epoch {mine.epoch})"
+                  if mine is not None else f"; nothing was accepted before epoch {rd.epoch}")
+        cite = (rev,) if mine is None else (rev, mine)
+    info = _tag_info(facts, seen_tag) if seen_tag is not None else None
+    if info is not None:
+        lease_run, ep, outcome = info
+        hit = facts.seen.get(seen_tag)
+        sev = evidence(hit[0]) if hit is not None else Evidence(
+            seen_tag.rpartition("#")[0], int(seen_tag.rpartition("#")[2]), _OBJECT_WRITER[kind], rd.run, ep, None,
+            outcome, 0, None, seen_tag)
+        cite = (*cite, sev)
+        if lease_run != rd.run:
+            return Violation("run-match", f"{head}, written under a lease of run {lease_run}{expect}", cite)
+        if ep < rd.epoch:
+            if outcome == "fail":
+                return Violation("stale-rejected", f"{head}: a refused write of superseded epoch {ep} took effect"
+                                 f"{expect}", cite)
+            if own_wrote:
+                prior = before(rd.obj, rd.epoch)[0].get(rd.seen, False)
+                landed_late = prior is False or prior is None or prior[8] is None or prior[8] > grant_inv
+                if not landed_late:
+                    return Violation(lost, f"{head}, the value from before its own write: lost write{expect}", cite)
+                return Violation("stale-rejected", f"{head}: a write of superseded epoch {ep} took effect after the "
+                                 f"successor's own write{expect}", cite)
+            if mine is not None and mine.epoch is not None and mine.epoch < rd.epoch and (
+                    mine.complete_ns is None or mine.complete_ns > grant_inv):
+                return Violation("stale-rejected", f"{head}, an older write of superseded epoch {ep}: {mine.tag} was "
+                                 f"still in flight when epoch {rd.epoch} was granted and took effect late or never"
+                                 f"{expect}", cite)
+            return Violation(lost, f"{head}, an older write of epoch {ep}: lost write{expect}", cite)
+        return Violation(lost, f"{head}, a write of epoch {ep} the serial history does not allow here{expect}", cite)
+    if own_wrote:
+        return Violation(lost, f"{head}: its own write is lost{expect}", cite)
+    if mine is not None and (mine.complete_ns is None or mine.complete_ns > grant_inv):
+        return Violation("stale-rejected", f"{head}: {mine.tag} of superseded epoch {mine.epoch} was still in flight "
+                         f"when epoch {rd.epoch} was granted and took effect late or never{expect}", cite)
+    return Violation(lost, f"{head}: lost write{expect}", cite)
+
+
+def check_boot(facts: Facts) -> list[Violation]:
+    """Every store boot (`open`) comes up; one the harness did not cut short that fails breaks concurrent-boot."""
+    out = []
+    for op in facts.boot_failures:
+        ev = evidence(op)
+        how = "refused typed" if ev.outcome == "fail" else "failed untyped"
+        out.append(Violation("concurrent-boot", f"{ev.process} opening the store {how} ({ev.error}): every process "
+                             f"opening one location must come up", (ev,)))
+    return out
+
+
+def check_takeovers(facts: Facts) -> list[Violation]:
+    """In the history: an acquire refused (LeaseHeldError) although the newest tenure surely ended.
+
+    Surely ended: released (an ok release completed before the acquire was invoked), or expired
+    unrenewed, its last acquire or renew (and any renew of unknown outcome) completed more than
+    1.2 x ttl + margin before. Skipped whenever a grant of a later epoch or an acquire of
+    unknown outcome may have landed first.
+    """
+    out: list[Violation] = []
+    bound = int(facts.ttl_ns * 1.2) + facts.margin_ns
+    by_run: dict[str, list[_Tenure]] = {}
+    for t in facts.tenures.values():
+        if t.grants:
+            by_run.setdefault(t.run, []).append(t)
+    for run, ra in facts.run_acc.items():
+        held, ts = ra.held, by_run.get(run)
+        if not held or not ts:
+            continue
+        firsts = sorted(((min(g[1] for g in t.grants), min(g[0] for g in t.grants), t) for t in ts),
+                        key=lambda x: x[0])
+        completes = [x[0] for x in firsts]
+        newest: list[_Tenure] = []  # highest epoch among the first k grants to complete
+        for _, _, t in firsts:
+            newest.append(t if not newest or t.epoch > newest[-1].epoch else newest[-1])
+        by_epoch = sorted(firsts, key=lambda x: x[2].epoch)
+        epochs = [x[2].epoch for x in by_epoch]
+        suffix = [0.0] * len(by_epoch)  # earliest grant invocation among epochs from here up
+        best = _NEVER
+        for i in range(len(by_epoch) - 1, -1, -1):
+            best = min(best, by_epoch[i][1])
+            suffix[i] = best
+        for i in range(0, len(held), 4):
+            inv, done, pid, index = held[i:i + 4]
+            k = bisect.bisect_left(completes, inv)
+            if k == 0:
+                continue
+            t = newest[k - 1]
+            j = bisect.bisect_right(epochs, t.epoch)
+            if j < len(epochs) and suffix[j] < inv:
+                continue  # a later grant may have landed first
+            grant_inv = min(g[0] for g in t.grants)
+            if any(u < inv and c > grant_inv for u, c in ra.acq_unknown):
+                continue
+            process = facts.procs[pid]
+            ev = Evidence(process, index, "acquire", run, None, None, "fail", inv, done, f"{process}#{index}",
+                          "LeaseHeldError")
+            if t.rel_ok < inv:
+                out.append(Violation("ttl-honoured", f"acquire of run {run} refused {(inv - t.rel_ok) / 1e6:.1f} ms "
+                                     f"after epoch {t.epoch} was released, with no acquire since",
+                                     (ev, evidence(t.rel_ok_ev))))
+                continue
+            last = max((m[1] for m in t.marks if m[0] < inv), default=None)
+            if last is None:
+                continue
+            for u, c in t.renew_unk or ():
+                if u < inv and c > last:
+                    last = c
+            if inv > last + bound:
+                out.append(Violation("ttl-honoured", f"acquire of run {run} refused {(inv - last) / 1e6:.1f} ms after "
+                                     f"epoch {t.epoch} was last granted or renewed (ttl {facts.lease_ttl_ms} ms, bound "
+                                     f"1.2 x ttl), with no takeover in flight", (ev, evidence(t.grants[0][3]))))
+    return out
+
+
 #: The checkers `check` runs, by name (each one's failure is reported under its name).
 CHECKERS: tuple[tuple[str, Checker], ...] = (
     ("run-match", check_scan),
@@ -822,6 +1223,9 @@ CHECKERS: tuple[tuple[str, Checker], ...] = (
     ("fencing", check_fencing),
     ("refusals", check_refusals),
     ("state", check_state),
+    ("reads", check_reads),
+    ("boot", check_boot),
+    ("takeovers", check_takeovers),
     ("probe", check_probe),
 )
 

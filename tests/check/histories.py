@@ -87,6 +87,19 @@ class H:
     def release(self, p: str, lease: Lease, at: float, **kw: Any) -> Operation:
         return self.op(p, "release", lease.run_id, at, lease=lease, args={"c": self._counter(lease)}, **kw)
 
+    def read(self, p: str, lease: Lease | None, what: str, at: float, seen: Any, *, run: str | None = None,
+             **kw: Any) -> Operation:
+        """A tenured read: `what` is "journal" (seen = (tail, tag)), "meta" (seen = tag) or a blob name."""
+        run = run or lease.run_id
+        tenure = None if lease is None else [lease.run_id, lease.owner, lease.epoch]
+        if what == "journal":
+            return self.op(p, "load", run, at, args={"tenure": tenure},
+                           result={"tail": seen[0], "count": 1 if seen[1] else 0, "tail_tag": seen[1]}, **kw)
+        if what == "meta":
+            return self.op(p, "get_meta", run, at, args={"tenure": tenure}, result={"tag": seen}, **kw)
+        return self.op(p, "blob_get", run, at, args={"ref": f"{run}/{what}", "tenure": tenure}, result={"tag": seen},
+                       **kw)
+
     # -- the state a correct store leaves --------------------------------------------------
 
     def state(self, runs: list[str], *, include: set[str] = frozenset(), probe: bool = True) -> Snapshot:

@@ -24,6 +24,9 @@ test: $(STAMP)
 	$(BIN)/pytest -q models --store memory:
 	$(BIN)/pytest -q models --store sqlite:
 
+bench: $(STAMP)
+	$(BIN)/python benchmarks/bench.py
+
 test-slow: $(STAMP)
 	$(BIN)/pytest -n 2 -q -m slow
 

@@ -47,4 +47,5 @@ def summarise(path: str, *, top: int = 25, match: str = "worker_main") -> str:
 
 
 if __name__ == "__main__":
-    print(summarise(sys.argv[1], top=int(sys.argv[2]) if len(sys.argv) > 2 else 25))
+    print(summarise(sys.argv[1], top=int(sys.argv[2]) if len(sys.argv) > 2 else 25,
+                    match=sys.argv[3] if len(sys.argv) > 3 else "worker_main"))

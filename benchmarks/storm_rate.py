@@ -16,6 +16,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from soak.history import MUTATIONS, Operation, operations
 from soak.rundir import HISTORY_DIR
@@ -45,12 +46,16 @@ class StormRate:
 
 
 def quiet_scenario(*, workers: int = 4, seconds: float = 5.0, lease_ttl_ms: int = 250, store: str = "sqlite:",
-                   seed: int = 1) -> Scenario:
-    """A scenario with the nemesis off (no pauses, kills or stalls) that runs `seconds` then stops."""
+                   seed: int = 1, **knobs: Any) -> Scenario:
+    """A scenario with the nemesis off (no pauses, kills or stalls) that runs `seconds` then stops.
+
+    `knobs` override further scenario fields (`runs`, `mix`, `ops_min`, ...), for diagnosis.
+    """
     return dataclasses.replace(
         Scenario(), name="bench-quiet", store=store, workers=workers, lease_ttl_ms=lease_ttl_ms, seed=seed,
         time_bound_s=seconds, grace_s=2.0, stall_prob=0.0, pause_interval_s=0.0, kill_interval_s=0.0,
         quorum={"grants": 10**12},  # never met: the storm runs to its time bound
+        **knobs,
     )
 
 
@@ -77,11 +82,11 @@ def count_history(run_dir: str | Path) -> tuple[int, int, float]:
 
 
 def storm_rate(store: str = "sqlite:", *, workers: int = 4, seconds: float = 5.0, lease_ttl_ms: int = 250,
-               out_dir: str | Path | None = None) -> StormRate:
-    """Run one quiet storm of `seconds` and measure its accepted-mutation rate."""
+               out_dir: str | Path | None = None, **knobs: Any) -> StormRate:
+    """Run one quiet storm of `seconds` and measure its accepted-mutation rate (`knobs`: see `quiet_scenario`)."""
     from soak.storm.orchestrator import run_storm
 
-    scenario = quiet_scenario(workers=workers, seconds=seconds, lease_ttl_ms=lease_ttl_ms, store=store)
+    scenario = quiet_scenario(workers=workers, seconds=seconds, lease_ttl_ms=lease_ttl_ms, store=store, **knobs)
     with tempfile.TemporaryDirectory(prefix="soak-storm-rate-") as tmp:
         run_dir = Path(out_dir) if out_dir is not None else Path(tmp) / "run"
         info = run_storm(scenario, store, run_dir, progress=False)

@@ -1,0 +1,215 @@
+"""`make bench`: every performance figure of soak in one table, measured in one run on this machine.
+
+The machine may be shared, so every ratio is taken within one round (raw limit, recorded raw
+loop and storm back to back) and the rounds are repeated: the table gives the median and the
+spread (min-max) of each figure. Sections:
+
+- raw limit: `raw_limit.raw_limit` (bare fenced appends, `processes` = the storm's workers);
+- recording overhead: the same loop with history recording on, as a ratio to the bare loop;
+- storm rate: `storm_rate.storm_rate` (nemesis off) and the ratio storm/raw (target >= 0.7);
+- checker: `bench_checker.py` at 100k and 1M operations (10M with `--checker-10m`);
+- time to quorum of the smoke preset (median of `--smoke-runs`); nightly only with `--nightly`;
+- time to detect mutants: a smoke storm (time bound `--mutant-bound`) against each mutant,
+  then the checker: the verdict, when the first violation's evidence was complete (seconds into
+  the storm), and the wall time from storm start to verdict.
+
+    .venv/bin/python benchmarks/bench.py             # the full table (about 5 minutes)
+    .venv/bin/python benchmarks/bench.py --quick     # one round, fewer sizes (about 1.5 minutes)
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+from raw_limit import raw_limit  # noqa: E402
+from storm_rate import storm_rate  # noqa: E402
+
+__all__ = ["main", "spread"]
+
+MUTANTS = ("unfenced-meta", "stale-release", "no-run-match")
+STORM_RATIO_TARGET = 0.7
+
+
+def spread(values: Sequence[float], fmt: Callable[[float], str] = lambda v: f"{v:,.0f}") -> str:
+    """`median (min-max, n=N)`, or the single value."""
+    vals = sorted(values)
+    if not vals:
+        return "-"
+    if len(vals) == 1:
+        return fmt(vals[0])
+    return f"{fmt(statistics.median(vals))} ({fmt(vals[0])}-{fmt(vals[-1])}, n={len(vals)})"
+
+
+def _row(name: str, value: str, note: str = "") -> None:
+    print(f"| {name:<34} | {value:<42} | {note} |", flush=True)
+
+
+def _section(title: str) -> None:
+    print(f"| **{title}** | | |", flush=True)
+
+
+def _throughput(rounds: int, workers: int, raw_s: float, storm_s: float) -> None:
+    from soak.scenario import MIX_KEYS
+
+    raw, rec, storm, calls, ratio, overhead, call_ratio, diag, diag_ratio = ([] for _ in range(9))
+    # diagnostic storm: no acquire contention (8 runs for the workers) and long tenures of writes
+    # that are accepted (meta and blob puts): what the harness machinery reaches without the mix
+    writes_only = {"runs": 8, "mix": {k: 1.0 if k in ("put_meta", "blob_put") else 0.0 for k in MIX_KEYS},
+                   "ops_min": 30, "ops_max": 30}
+    for _ in range(rounds):
+        r = raw_limit("sqlite:", processes=workers, seconds=raw_s)
+        rr = raw_limit("sqlite:", processes=workers, seconds=raw_s, record=True)
+        s = storm_rate("sqlite:", workers=workers, seconds=storm_s)
+        d = storm_rate("sqlite:", workers=workers, seconds=storm_s, **writes_only)
+        raw.append(r)
+        rec.append(rr)
+        storm.append(s.rate)
+        calls.append(s.call_rate)
+        overhead.append(rr / r)
+        ratio.append(s.rate / r)
+        call_ratio.append(s.call_rate / r)
+        diag.append(d.rate)
+        diag_ratio.append(d.rate / r)
+    pct = lambda v: f"{v:.2f}"  # noqa: E731
+    _section(f"sqlite: ({workers} processes, {rounds} rounds; median (min-max))")
+    _row("raw limit, fenced appends/s", spread(raw))
+    _row("raw loop with recording, appends/s", spread(rec))
+    _row("recording overhead (recorded/bare)", spread(overhead, pct), "1.00 = free")
+    _row("storm rate, accepted mutations/s", spread(storm), "nemesis off")
+    _row("storm, all recorded store calls/s", spread(calls), "incl. acquire/load/release/refusals")
+    met = "met" if statistics.median(ratio) >= STORM_RATIO_TARGET else "NOT met: see README, Performance"
+    _row("storm/raw ratio", spread(ratio, pct), f"target >= {STORM_RATIO_TARGET}: {met}")
+    _row("storm calls/raw ratio", spread(call_ratio, pct), "every recorded store call counted")
+    _row("diagnostic storm, accepted/s", spread(diag), "8 runs, tenures of 30 meta/blob puts")
+    _row("diagnostic storm/raw ratio", spread(diag_ratio, pct), "the harness without the workload's mix")
+
+
+def _checker(sizes: Sequence[int]) -> None:
+    _section("checker (synthetic consistent histories; target >= 300k ops/s, flat memory)")
+    out = subprocess.run([sys.executable, str(HERE / "bench_checker.py"), *map(str, sizes)], capture_output=True,
+                         text=True, env={**os.environ, "PYTHONPATH": str(HERE.parent)})
+    lines = out.stdout.strip().splitlines()
+    for line in lines:
+        if line.startswith("calibration"):
+            _row("calibration", line.split(":", 1)[1].strip())
+            continue
+        ops, _, rest = line.partition(" ops ")
+        rate = rest.split(" = ", 1)[1].split(" ops/s")[0] if " = " in rest else "?"
+        rss = rest.split("peak RSS", 1)[1].split(" MB")[0].strip() if "peak RSS" in rest else "?"
+        verdict = rest.rsplit("verdict ", 1)[-1].split()[0] if "verdict" in rest else "?"
+        _row(f"checker, {ops.strip()} ops", f"{rate} ops/s, peak RSS {rss} MB", f"verdict {verdict}")
+    if out.returncode not in (0, 1) or not lines:
+        _row("checker", f"benchmark failed (exit {out.returncode})", out.stderr.strip().splitlines()[-1:] and
+             out.stderr.strip().splitlines()[-1] or "")
+
+
+def _storm_once(scenario, store: str, run_dir: Path) -> dict:
+    """One storm then the checker; times from the storm's start."""
+    from soak.check import check_run
+    from soak.storm.orchestrator import run_storm
+
+    t0 = time.perf_counter()
+    info = run_storm(scenario, store, run_dir, progress=False)
+    storm_wall = time.perf_counter() - t0
+    verdict = check_run(run_dir, write=False)
+    wall = time.perf_counter() - t0
+    extra = json.loads((run_dir / "storm.json").read_text())
+    first = None
+    for v in verdict.violations:
+        ends = [e.complete_ns or e.invoke_ns for e in v.evidence]
+        if ends:
+            at = (max(ends) - info.started_ns) / 1e9
+            first = at if first is None else min(first, at)
+    return {"status": info.status, "quorum_s": extra.get("time_to_quorum_s"), "storm_wall": storm_wall,
+            "wall": wall, "verdict": verdict.result, "clauses": verdict.clauses, "first_evidence_s": first}
+
+
+def _quorum(runs: int, nightly: bool) -> None:
+    from soak.scenario import load_scenario
+
+    _section("time to quorum (storm only; the checker's time is in the next column)")
+    with tempfile.TemporaryDirectory(prefix="soak-bench-quorum-") as tmp:
+        res = [_storm_once(load_scenario("smoke"), "sqlite:", Path(tmp) / f"smoke{i}") for i in range(runs)]
+        ok = [r["quorum_s"] for r in res if r["quorum_s"] is not None]
+        checks = [r["wall"] - r["storm_wall"] for r in res]
+        verdicts = ",".join(sorted({r["verdict"] for r in res}))
+        _row("smoke, time to quorum (s)", spread(ok, lambda v: f"{v:.1f}") + (f"; {runs - len(ok)} missed" if len(ok) < runs else ""),
+             f"check {spread(checks, lambda v: f'{v:.1f}')} s; verdicts {verdicts}")
+        if nightly:
+            r = _storm_once(load_scenario("nightly"), "sqlite:", Path(tmp) / "nightly")
+            q = "missed" if r["quorum_s"] is None else f"{r['quorum_s']:.0f}"
+            _row("nightly, time to quorum (s)", q, f"1 run; check {r['wall'] - r['storm_wall']:.1f} s; verdict {r['verdict']}")
+        else:
+            _row("nightly, time to quorum", "not run: exceeds the 10-minute budget", "benchmarks/bench.py --nightly")
+
+
+def _mutants(runs: int, bound_s: float) -> None:
+    from soak.scenario import load_scenario
+
+    _section(f"time to detect (smoke storm, time bound {bound_s:g} s, then check; {runs} runs each)")
+    sc = dataclasses.replace(load_scenario("smoke"), time_bound_s=bound_s)
+    with tempfile.TemporaryDirectory(prefix="soak-bench-mutant-") as tmp:
+        for name in MUTANTS:
+            res = [_storm_once(sc, f"mutant:{name}", Path(tmp) / f"{name}{i}") for i in range(runs)]
+            caught = [r for r in res if r["verdict"] == "fail"]
+            firsts = [r["first_evidence_s"] for r in caught if r["first_evidence_s"] is not None]
+            walls = [r["wall"] for r in caught]
+            clauses = sorted({c for r in caught for c in r["clauses"]})
+            _row(f"mutant:{name}", f"first evidence {spread(firsts, lambda v: f'{v:.1f}')} s",
+                 f"caught {len(caught)}/{runs}; verdict after {spread(walls, lambda v: f'{v:.1f}')} s; "
+                 f"{', '.join(clauses) or '-'}")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--quick", action="store_true", help="one round, checker at 100k, one smoke and mutant run")
+    p.add_argument("--rounds", type=int, default=3, help="raw/recorded/storm rounds (default 3)")
+    p.add_argument("--workers", type=int, default=4, help="processes for raw loop and storm (default 4)")
+    p.add_argument("--checker-10m", action="store_true", help="add the 10M-operation checker run (about 7 min)")
+    p.add_argument("--nightly", action="store_true", help="add one nightly storm (beyond the 10-minute budget)")
+    p.add_argument("--mutant-bound", type=float, default=20.0, help="time bound of each mutant storm (s)")
+    p.add_argument("--only", choices=("throughput", "checker", "quorum", "mutants"), action="append",
+                   help="run only these sections (repeatable)")
+    args = p.parse_args(argv)
+    rounds = 1 if args.quick else args.rounds
+    runs = 1 if args.quick else 3
+    sizes = [100_000] if args.quick else [100_000, 1_000_000] + ([10_000_000] if args.checker_10m else [])
+    only = set(args.only or ("throughput", "checker", "quorum", "mutants"))
+    t0 = time.perf_counter()
+    load = os.getloadavg()
+    print(f"soak bench: {os.cpu_count()} cores, load average at start {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}, "
+          f"Python {sys.version.split()[0]}, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}\n", flush=True)
+    print(f"| {'figure':<34} | {'value':<42} | note |")
+    print(f"|{'-' * 36}|{'-' * 44}|------|")
+    if "throughput" in only:
+        _throughput(rounds, args.workers, raw_s=3.0, storm_s=5.0)
+        _section("postgresql / redis")
+        _row("raw limit and storm rate", "store not built yet")
+    if "checker" in only:
+        _checker(sizes)
+        if not args.checker_10m:
+            _row("checker, 10M ops", "not run: about 7 min here, beyond the budget", "benchmarks/bench.py --checker-10m")
+    if "quorum" in only:
+        _quorum(runs, args.nightly)
+    if "mutants" in only:
+        _mutants(runs, args.mutant_bound)
+    load = os.getloadavg()
+    print(f"\nbench took {time.perf_counter() - t0:.0f} s; load average at end {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

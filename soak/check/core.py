@@ -1061,9 +1061,14 @@ def check_reads(facts: Facts) -> list[Violation]:
         allowed.setdefault(_EMPTY_JOURNAL if obj[0] == "journal" else None, None)
         return allowed, None
 
+    judged = 0
     for rd in facts.reads:
         if rd.obj in facts.unordered:
             continue  # unleased writes are not ordered by epochs
+        t = held(rd)
+        if t is None:
+            continue
+        judged += 1
         own = rd.own
         own_wrote = own is not None and own[0] is not None
         if own_wrote:
@@ -1075,10 +1080,8 @@ def check_reads(facts: Facts) -> list[Violation]:
                 allowed.setdefault(v, op)
         if rd.seen in allowed:
             continue
-        t = held(rd)
-        if t is None:
-            continue
         out.append(_misread(facts, rd, t, own_wrote, before))
+    facts.stats.update(reads=len(facts.reads), reads_judged=judged)
     return out
 
 
@@ -1125,6 +1128,10 @@ def _misread(facts: Facts, rd: _Read, t: _Tenure, own_wrote: bool,
                     return Violation(lost, f"{head}, the value from before its own write: lost write{expect}", cite)
                 return Violation("stale-rejected", f"{head}: a write of superseded epoch {ep} took effect after the "
                                  f"successor's own write{expect}", cite)
+            wrote = _written_by(facts, rd.obj, ep, seen_tag)
+            if wrote is not None and wrote[8] is not None and wrote[8] > facts.stale_at(rd.run, ep)[0]:
+                return Violation("stale-rejected", f"{head}: {seen_tag} of epoch {ep} completed after its tenure was "
+                                 f"superseded and took effect over later writes{expect}", cite)
             if mine is not None and mine.epoch is not None and mine.epoch < rd.epoch and (
                     mine.complete_ns is None or mine.complete_ns > grant_inv):
                 return Violation("stale-rejected", f"{head}, an older write of superseded epoch {ep}: {mine.tag} was "
@@ -1138,6 +1145,17 @@ def _misread(facts: Facts, rd: _Read, t: _Tenure, own_wrote: bool,
         return Violation("stale-rejected", f"{head}: {mine.tag} of superseded epoch {mine.epoch} was still in flight "
                          f"when epoch {rd.epoch} was granted and took effect late or never{expect}", cite)
     return Violation(lost, f"{head}: lost write{expect}", cite)
+
+
+def _written_by(facts: Facts, obj: tuple[str, str], epoch: int, tag: str) -> Any:
+    """The compact record of the write `tag` if the summary of (obj, epoch) still holds it (last accepted or unknown)."""
+    o = facts.objects.get(obj, {}).get(epoch)
+    if o is None:
+        return None
+    for op in (o.ok_op, *(u[2] for u in o.unk)):
+        if op is not None and f"{op[0]}#{op[1]}" == tag:
+            return op
+    return None
 
 
 def check_boot(facts: Facts) -> list[Violation]:
@@ -1156,8 +1174,9 @@ def check_takeovers(facts: Facts) -> list[Violation]:
 
     Surely ended: released (an ok release completed before the acquire was invoked), or expired
     unrenewed, its last acquire or renew (and any renew of unknown outcome) completed more than
-    1.2 x ttl + margin before. Skipped whenever a grant of a later epoch or an acquire of
-    unknown outcome may have landed first.
+    1.2 x ttl + margin before the acquire was invoked. Skipped whenever a grant of a later epoch,
+    an acquire of unknown outcome or a renewal invoked before the refused acquire completed may
+    have landed first.
     """
     out: list[Violation] = []
     bound = int(facts.ttl_ns * 1.2) + facts.margin_ns
@@ -1189,10 +1208,12 @@ def check_takeovers(facts: Facts) -> list[Violation]:
                 continue
             t = newest[k - 1]
             j = bisect.bisect_right(epochs, t.epoch)
-            if j < len(epochs) and suffix[j] < inv:
+            # the store judged the acquire somewhere in [inv, done] (a pause can sit inside the call):
+            # anything invoked before it completed may have landed first
+            if j < len(epochs) and suffix[j] < done:
                 continue  # a later grant may have landed first
             grant_inv = min(g[0] for g in t.grants)
-            if any(u < inv and c > grant_inv for u, c in ra.acq_unknown):
+            if any(u < done and c > grant_inv for u, c in ra.acq_unknown):
                 continue
             process = facts.procs[pid]
             ev = Evidence(process, index, "acquire", run, None, None, "fail", inv, done, f"{process}#{index}",
@@ -1202,11 +1223,11 @@ def check_takeovers(facts: Facts) -> list[Violation]:
                                      f"after epoch {t.epoch} was released, with no acquire since",
                                      (ev, evidence(t.rel_ok_ev))))
                 continue
-            last = max((m[1] for m in t.marks if m[0] < inv), default=None)
+            last = max((m[1] for m in t.marks if m[0] < done), default=None)
             if last is None:
                 continue
             for u, c in t.renew_unk or ():
-                if u < inv and c > last:
+                if u < done and c > last:
                     last = c
             if inv > last + bound:
                 out.append(Violation("ttl-honoured", f"acquire of run {run} refused {(inv - last) / 1e6:.1f} ms after "

@@ -140,3 +140,21 @@ def test_takeover_refusals_skip_pending_and_unknown_acquires():
     h3.renew("w2.1", b, 250, outcome="info", error="RuntimeError", dur=40)  # may have renewed at 290
     h3.acquire("w3.1", "r1", 340, None, outcome="fail")
     assert not found(run_check(h3), "ttl-honoured")
+
+
+def test_takeover_refusal_paused_inside_the_call_is_not_judged():
+    h, a, b, m1 = _handover()
+    h.acquire("w3.1", "r1", 340, None, outcome="fail", dur=200)  # judged as late as 540
+    h.acquire("w4.1", "r1", 400, 3)  # granted meanwhile: the refusal may be right
+    assert not found(run_check(h), "ttl-honoured")
+
+
+def test_stale_write_landing_after_later_epochs_is_stale_rejected():
+    h, a, b, m1 = _handover()
+    late = h.put_meta("w1.1", a, 90, dur=300)  # completes at 390, long after epoch 2 was granted
+    mine = h.put_meta("w2.1", b, 205)
+    h.release("w2.1", b, 210)
+    c = h.acquire("w3.1", "r1", 400, 3)
+    h.read("w3.1", c, "meta", 405, late.tag)  # it overwrote epoch 2's write
+    hits = found(run_check(h), "stale-rejected")
+    assert hits and "completed after its tenure was superseded" in hits[0].statement, mine

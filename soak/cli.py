@@ -26,6 +26,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "model": ("soak.model", "run the Hypothesis state machine against a store"),
     "report": ("soak.report", "rebuild report.html, plots and junit.xml of a stored run"),
     "trend": ("soak.report.trend", "plot verdicts, storm length and throughput across many runs"),
+    "certify": ("soak.certify", "certify a store: every suite, one certificate with per-clause results"),
     "selftest": ("soak.selftest", "storm every mutant and the reference stores: what soak catches, and false alarms"),
 }
 

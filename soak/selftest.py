@@ -29,6 +29,7 @@ __all__ = [
     "MutantResult",
     "ReferenceResult",
     "SelftestReport",
+    "SelftestUsageError",
     "StormOutcome",
     "configure_parser",
     "run_cli",
@@ -37,6 +38,12 @@ __all__ = [
 ]
 
 EXIT_PASS, EXIT_FAIL, EXIT_INCONCLUSIVE = 0, 1, 3
+
+
+class SelftestUsageError(HarnessError, ValueError):
+    """A self-test option that runs nothing useful (names the fix)."""
+
+    exit_code = 2
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,9 +138,12 @@ class SelftestReport:
         for m in self.mutants:
             if m.conformance_caught is None:
                 conf = "-"
-            else:
-                conf = ("yes" if m.conformance_caught else "no") + (
-                    f" ({', '.join(m.conformance_clauses)})" if m.conformance_clauses else "")
+            elif not m.conformance_caught:
+                conf = "no"
+            else:  # the full clause list is in the JSON report
+                own = m.clause in m.conformance_clauses
+                n = len(m.conformance_clauses)
+                conf = f"yes ({n} clause{'s' if n != 1 else ''}, {'incl. its own' if own else 'not its own'})"
             med = m.median_first_violation_s
             out.append({
                 "mutant": m.name,
@@ -267,7 +277,7 @@ def selftest(
     from soak.stores.mutants import MUTANTS
 
     if runs < 1:
-        raise HarnessError(f"--runs {runs} runs no storm; use 1 or more")
+        raise SelftestUsageError(f"--runs {runs} runs no storm; use 1 or more")
     names = list(MUTANTS) if mutants is None else list(mutants)
     unknown = [n for n in names if n not in MUTANTS]
     if unknown:

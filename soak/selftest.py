@@ -312,7 +312,7 @@ def selftest(
         for k in range(runs):
             outcome = storm_once(sc, spec, root / f"reference-{_slug(spec)}" / f"run{k + 1}")
             ref.storms.append(outcome)
-            say(f"reference {spec}: storm {k + 1}/{runs} {outcome.status} -> {outcome.verdict}"
+            say(f"reference {spec} storm {k + 1}/{runs} {outcome.status} -> {outcome.verdict}"
                 f"{' (' + ', '.join(outcome.clauses) + ')' if outcome.clauses else ''} in {outcome.seconds:.1f} s")
         report.references.append(ref)
     report.elapsed_s = time.monotonic() - t0

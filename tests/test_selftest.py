@@ -157,9 +157,9 @@ def test_selftest_two_mutants_and_the_reference(tmp_path):
     by = {m.name: m for m in report.mutants}
     assert by["unfenced-append"].conformance_caught and "stale-rejected" in by["unfenced-append"].conformance_clauses
     assert by["stale-release"].conformance_caught and "stale-lease-ops" in by["stale-release"].conformance_clauses
-    assert all(m.caught == 1 for m in report.mutants)
+    assert all(m.caught == 1 for m in report.mutants), report.mutants
     (ref,) = report.references
-    assert ref.spec == "sqlite:" and ref.count("pass") == 1 and ref.count("fail") == 0
+    assert ref.spec == "sqlite:" and ref.count("pass") == 1 and ref.count("fail") == 0, ref.storms
     text = report.table()
     assert "unfenced-append  stale-rejected" in text and "reference sqlite:  pass 1/1" in text
     assert report.exit_code == 0

@@ -109,6 +109,11 @@ class ClauseResult:
         if result in (FAIL, "not-exercised", "error"):
             self.result = FAIL
 
+    @property
+    def violated(self) -> bool:
+        """True when some suite saw the clause broken (not merely unexercised)."""
+        return any(src["result"] in (FAIL, "error") for src in self.sources)
+
     def to_json(self) -> dict[str, Any]:
         return {"title": CLAUSES.get(self.clause, self.clause), "requirement": self.requirement,
                 "result": self.result, "sources": self.sources}
@@ -361,18 +366,27 @@ def certify(
                                                       "which the single-writer profile does not claim"}
 
     required_failed = sorted(c for c, r in results.items() if r.requirement == REQUIRED and r.result != PASS)
+    violated = [c for c in required_failed if results[c].violated]
+    not_exercised = [c for c in required_failed if not results[c].violated]
     result = PASS if not required_failed else FAIL
     if result == PASS:
         statement = (f"no violations observed: all {len(applicable)} clauses the {profile} profile requires passed "
                      f"in every suite that exercised them")
     else:
-        statement = f"required clause(s) not passed: {', '.join(required_failed)}"
+        parts = []
+        if violated:
+            parts.append(f"violations observed of {', '.join(violated)}")
+        if not_exercised:
+            parts.append(f"not exercised by every suite: {', '.join(not_exercised)}")
+        statement = "; ".join(parts)
     digest, n_files = suite_digest()
     cert: dict[str, Any] = {
         "format": FORMAT,
         "result": result,
         "statement": statement,
         "required_failed": required_failed,
+        "violated": violated,
+        "not_exercised": not_exercised,
         "profile": profile,
         "mode": "quick" if quick else "full",
         "store": redact(target.spec),
@@ -428,7 +442,6 @@ def _run_storm(target: StoreTarget, plan: _Plan, storm_dir: Path, seed: int | No
     for v in verdict_json.get("violations", []):
         by_clause.setdefault(v.get("clause", "?"), []).append(v)
     reasons = "; ".join(str(r) for r in verdict_json.get("reasons", [])) or f"storm ended {info.status}"
-    quorum = f"quorum {'met' if info.status == 'quorum' else 'not met'}, seed {info.seed}"
     for c, res in results.items():
         if res.requirement != REQUIRED or c not in STORM_CLAUSES:
             continue
@@ -437,8 +450,11 @@ def _run_storm(target: StoreTarget, plan: _Plan, storm_dir: Path, seed: int | No
             res.add("storm", FAIL, _one_line(f"{len(found)} violation(s); first: {found[0].get('statement', '')}", 600))
         elif vresult == "inconclusive":
             res.add("storm", "not-exercised", _one_line(f"the storm was inconclusive: {reasons}", 600))
+        elif info.status != "quorum":
+            res.add("storm", "not-exercised", f"no violation seen, but the storm ended {info.status} before its "
+                                              f"quorum (seed {info.seed})")
         else:
-            res.add("storm", PASS, f"no violations observed ({quorum})")
+            res.add("storm", PASS, f"no violations observed (quorum met, seed {info.seed})")
     # A violation of a clause outside STORM_CLAUSES still fails that clause.
     for c, found in by_clause.items():
         if c in results and c not in STORM_CLAUSES and results[c].requirement == REQUIRED:
@@ -531,6 +547,32 @@ th{background:#f3f3f3;text-align:left} code{background:#f6f6f6;padding:1px 3px}
 """
 
 
+def _component_line(name: str, comp: dict[str, Any]) -> str:
+    """One readable line per suite for the HTML (the JSON keeps every field)."""
+    took = f" in {comp['elapsed_s']} s" if "elapsed_s" in comp else ""
+    if name == "conformance":
+        return f"{comp['checks']} checks, {comp['failed']} not passed ({comp['timing']}, ttl {comp['lease_ttl_ms']} ms){took}"
+    if name == "model":
+        line = f"{comp['max_examples']} programs of up to {comp['stateful_step_count']} steps{took}"
+        if comp.get("error"):
+            line += f"; stopped at {comp.get('clause') or 'an error'}: {comp['error']}"
+        return line
+    if name == "boot":
+        return (f"{comp['processes']} processes x {comp['rounds']} rounds: {comp['failures']} of "
+                f"{comp['attempts']} boots failed {comp['by_type'] or ''}; worst boot {comp['worst_boot_s'] * 1000:.0f} ms{took}")
+    if name == "storm" and "status" in comp:
+        short = [f"{k} {comp['quorum_reached'].get(k, 0)}/{v}" for k, v in comp["quorum_target"].items()
+                 if comp["quorum_reached"].get(k, 0) < v]
+        line = (f"{comp['scenario']} preset, {comp['workers']} workers, ttl {comp['lease_ttl_ms']} ms: ended "
+                f"{comp['status']}, {comp['violations']} violation(s)")
+        if comp["violated_clauses"]:
+            line += f" of {', '.join(comp['violated_clauses'])}"
+        if short:
+            line += f"; short of quorum: {', '.join(short[:6])}"
+        return line + took + (f"; {comp['report_error']}" if comp.get("report_error") else "")
+    return str(comp.get("detail", ""))
+
+
 def render_html(cert: dict[str, Any]) -> str:
     """The certificate as one self-contained page; every string from a store or error is escaped."""
     result = cert["result"]
@@ -541,7 +583,7 @@ def render_html(cert: dict[str, Any]) -> str:
         rows.append(f"<tr><td><code>{_esc(clause)}</code><br><span class='note'>{_esc(c['title'])}</span></td>"
                     f"<td>{_esc(c['requirement'])}</td><td class='{css}'><b>{_esc(c['result'])}</b></td><td>{srcs}</td></tr>")
     comp_rows = "".join(
-        f"<tr><th>{_esc(name)}</th><td>{_esc(comp.get('result'))}</td><td><code>{_esc(json.dumps(comp, default=str)[:600])}</code></td></tr>"
+        f"<tr><th>{_esc(name)}</th><td>{_esc(comp.get('result'))}</td><td>{_esc(_component_line(name, comp))}</td></tr>"
         for name, comp in cert["components"].items()
     )
     env = cert["environment"]
@@ -549,8 +591,10 @@ def render_html(cert: dict[str, Any]) -> str:
     env_rows += "".join(f"<tr><th>package {_esc(k)}</th><td>{_esc(v)}</td></tr>" for k, v in env.get("packages", {}).items())
     report = cert["components"].get("storm", {}).get("report")
     report_link = f'<p>Storm report: <a href="{_esc(report)}">{_esc(report)}</a></p>' if report else ""
+    description = cert.get("store_description", "")
+    description = "" if description in (cert["store"], cert["store"].split("?")[0]) else description
     headline = ("PASS: no violations observed" if result == PASS
-                else "FAIL: " + ", ".join(cert["required_failed"]))
+                else "FAIL: " + (", ".join(cert["violated"]) or "clauses not exercised"))
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>soak certificate: {_esc(result)}</title>
 <style>{_CSS}</style></head><body>
@@ -559,7 +603,7 @@ def render_html(cert: dict[str, Any]) -> str:
 <p class="note">This certificate records what these runs observed. Passing means no violations were observed in
 them; it does not establish that none exist.</p>
 <table>
-<tr><th>store</th><td><code>{_esc(cert['store'])}</code> {_esc(cert.get('store_description', ''))}</td></tr>
+<tr><th>store</th><td><code>{_esc(cert['store'])}</code> {_esc(description)}</td></tr>
 <tr><th>profile</th><td>{_esc(cert['profile'])} ({_esc(cert['mode'])} run)</td></tr>
 <tr><th>soak</th><td>{_esc(cert['soak_version'])}, suite sha256 <code>{_esc(cert['suite_sha256'])}</code> ({_esc(cert['suite_files'])} files)</td></tr>
 <tr><th>created</th><td>{_esc(cert['created'])}, {_esc(cert['elapsed_s'])} s</td></tr>
@@ -625,12 +669,12 @@ def run_cli(args: argparse.Namespace) -> int:
 
     cert = certify(args.store, profile=args.profile, out_dir=out, quick=args.quick, seed=args.seed,
                    time_bound_s=args.time_bound, log=log, progress=tty and not args.quiet)
-    failed = cert["required_failed"]
     print(f"certify: {cert['result'].upper()} ({cert['store']}, profile {cert['profile']}, {cert['mode']} run): "
           f"{cert['statement']}")
-    for clause in failed:
+    for clause in cert["violated"] + cert["not_exercised"]:
         c = cert["clauses"][clause]
-        bad = [s for s in c["sources"] if s["result"] in (FAIL, "not-exercised", "error")]
+        kinds = (FAIL, "error") if clause in cert["violated"] else ("not-exercised",)
+        bad = [s for s in c["sources"] if s["result"] in kinds]
         first = bad[0] if bad else {"source": "?", "result": "?", "detail": ""}
         print(f"  FAIL {clause}: {first['source']} {first['result']}: {_one_line(first['detail'], 300)}")
     print(f"certificate: {out / CERTIFICATE_FILE}")

@@ -93,6 +93,13 @@ def test_mutant_fails_naming_the_clause(tmp_path, capsys):
     sources = {s["source"]: s for s in cert["clauses"]["stale-rejected"]["sources"]}
     assert sources["conformance"]["result"] == "fail" and "put_meta" in sources["conformance"]["detail"]
     assert "FAIL stale-rejected: conformance fail" in printed
+    assert "stale-rejected" in cert["violated"] and "violations observed of" in cert["statement"]
+    # A storm cut short of its quorum exercised no clause fully: a clause it saw no violation of
+    # is "not exercised", a fail, never a silent pass.
+    assert cert["components"]["storm"]["status"] == "timeout"
+    assert "lease-exclusive" in cert["not_exercised"]
+    lease_sources = {s["source"]: s["result"] for s in cert["clauses"]["lease-exclusive"]["sources"]}
+    assert lease_sources["conformance"] == "pass" and lease_sources["storm"] == "not-exercised"
     assert (tmp_path / "mutant" / CERTIFICATE_HTML).is_file()
     # The storm, cut short, still saw stale put_metas accepted; its JUnit validates and names them.
     assert "stale-rejected" in cert["components"]["storm"]["violated_clauses"]

@@ -180,7 +180,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--workers", type=int, default=4, help="processes for raw loop and storm (default 4)")
     p.add_argument("--checker-10m", action="store_true", help="add the 10M-operation checker run (about 7 min)")
     p.add_argument("--nightly", action="store_true", help="add one nightly storm (beyond the 10-minute budget)")
-    p.add_argument("--mutant-bound", type=float, default=20.0, help="time bound of each mutant storm (s)")
+    p.add_argument("--mutant-bound", type=float, default=10.0, help="time bound of each mutant storm (s)")
     p.add_argument("--only", choices=("throughput", "checker", "quorum", "mutants"), action="append",
                    help="run only these sections (repeatable)")
     args = p.parse_args(argv)

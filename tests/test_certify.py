@@ -135,3 +135,19 @@ def test_usage_errors_are_one_line_exit_2(tmp_path, capsys):
     assert "one process" in capsys.readouterr().err
     assert main(["certify", "--store", "nosuchpkg.mod:factory", "--out", str(tmp_path / "n")]) == 2
     assert "cannot import" in capsys.readouterr().err
+
+
+def test_single_writer_store_certifies_under_its_profile_only(tmp_path, capsys):
+    spec = "tests.certify_stores:open_single_writer"
+    rc, cert, printed = _certify(capsys, tmp_path / "sw", "--store", spec, "--profile", "single-writer")
+    assert rc == 0, printed
+    assert cert["result"] == "pass" and cert["profile"] == "single-writer"
+    for clause, c in cert["clauses"].items():
+        if c["requirement"] == "required":
+            assert c["result"] == "pass", clause
+        else:
+            assert c["result"] == "not-applicable" and c["sources"][0]["source"] == "profile", clause
+    assert cert["clauses"]["stale-rejected"]["result"] == "not-applicable"
+    assert cert["components"]["storm"]["result"] == "not-applicable" and cert["digests"] == {}
+    assert cert["components"]["conformance"]["not_judged"] == ["fenced-transcripts"]
+    assert main(["certify", "--verify", str(tmp_path / "sw" / CERTIFICATE_FILE)]) == 0

@@ -276,93 +276,13 @@ def certify(
     seeds: dict[str, Any] = {}
     started = time.monotonic()
 
-    # 1. Conformance: one or more checks per clause, single process (concurrent-boot spawns).
-    from soak.conformance import run_conformance
+    # Conformance, the model and the boot storm, then the storm with its checker and report.
+    components["conformance"] = _run_conformance(target, plan, profile, applicable, results, say)
+    components["model"], seeds["model"] = _run_model(target, plan, applicable, results, say)
+    components["boot"] = _run_boot(target, plan, results, say)
 
-    say("conformance suite ...")
-    t0 = time.monotonic()
-    conf = run_conformance(target, clauses=applicable, boot_processes=plan.conformance_boot[0],
-                           boot_rounds=plan.conformance_boot[1])
-    # Sub-checks that test refusals under a lease belong to fencing, whatever clause they sit under.
-    judged = [r for r in conf.results if profile == "fenced" or r.check not in _FENCING_SUBCHECKS]
-    for c in applicable:
-        checks = [r for r in judged if r.clause == c]
-        bad = [r for r in checks if not r.passed]
-        if not checks:
-            results[c].add("conformance", "not-exercised", "no conformance check recorded a result")
-        elif not bad:
-            results[c].add("conformance", PASS, f"{len(checks)} check(s) passed ({conf.timing})")
-        else:
-            results[c].add("conformance", FAIL if any(r.status == FAIL for r in bad) else "error",
-                           "; ".join(_one_line(f"{r.check}: {r.detail}", 300) for r in bad[:3]))
-    components["conformance"] = {
-        "result": PASS if judged and all(r.passed for r in judged) else FAIL,
-        "checks": len(judged), "failed": sum(not r.passed for r in judged),
-        "not_judged": sorted({r.check for r in conf.results} - {r.check for r in judged}),
-        "timing": conf.timing, "lease_ttl_ms": conf.lease_ttl_ms, "elapsed_s": round(time.monotonic() - t0, 2),
-        "boot": {"processes": plan.conformance_boot[0], "rounds": plan.conformance_boot[1]},
-    }
-    say(f"conformance: {components['conformance']['checks']} checks, {components['conformance']['failed']} not passed "
-        f"({time.monotonic() - t0:.1f} s)")
-
-    # 2. The Hypothesis model: derandomized, so the same store and soak replay the same programs.
-    from hypothesis import __version__ as hypothesis_version
-
-    from soak.model import check_model, model_settings
-
-    say(f"model: {plan.model_examples} programs ...")
-    t0 = time.monotonic()
-    chosen = model_settings("ci", max_examples=plan.model_examples)
-    outcome = check_model(target, settings=chosen)
-    model_clauses = [c for c in applicable if c in MODEL_CLAUSES]
-    what = f"{chosen.max_examples} programs of up to {chosen.stateful_step_count} steps"
-    if outcome.passed:
-        for c in model_clauses:
-            results[c].add("model", PASS, f"no violations observed in {what}")
-        model_result = PASS
-    elif outcome.clause is None:
-        for c in model_clauses:
-            results[c].add("model", "not-exercised", f"the model ended with an error: {_one_line(outcome.error)}")
-        model_result = "error"
-    else:
-        culprit = outcome.clause
-        program = " | ".join(line.strip() for line in outcome.program if line.strip())
-        if culprit in results and results[culprit].requirement == REQUIRED:
-            results[culprit].add("model", FAIL, _one_line(f"{outcome.error} minimal program: {program}", 1200))
-        for c in model_clauses:
-            if c != culprit:
-                results[c].add("model", "incomplete",
-                               f"the model stopped at a violation of {culprit}; no violation of {c} seen before it")
-        model_result = FAIL if results.get(culprit) and results[culprit].requirement == REQUIRED else "incomplete"
-    components["model"] = {
-        "result": model_result, "clause": outcome.clause, "error": _one_line(outcome.error, 1200) if outcome.error else "",
-        "program": list(outcome.program), "max_examples": chosen.max_examples,
-        "stateful_step_count": chosen.stateful_step_count, "elapsed_s": round(time.monotonic() - t0, 2),
-    }
-    seeds["model"] = {"derandomize": True, "hypothesis": hypothesis_version,
-                      "note": "Hypothesis derives the seed from the store spec, clock mode and ttl"}
-    say(f"model: {model_result} ({time.monotonic() - t0:.1f} s)")
-
-    # 3. The boot storm: many processes open one fresh location at once, round after round.
-    from soak.storm.boot import boot_storm
-
-    n, rounds = plan.boot
-    say(f"boot storm: {n} processes x {rounds} rounds ...")
-    t0 = time.monotonic()
-    boot = boot_storm(target, processes=n, rounds=rounds)
-    results["concurrent-boot"].add(
-        "boot-storm", PASS if boot.ok else FAIL,
-        f"{boot.attempts} boots, {boot.failures} failed; " + (
-            f"worst boot {boot.worst_boot_s * 1000:.0f} ms" if boot.ok else _one_line(boot.summary())
-        ),
-    )
-    components["boot"] = {"result": PASS if boot.ok else FAIL, "processes": n, "rounds": rounds,
-                          "attempts": boot.attempts, "failures": boot.failures, "by_type": boot.by_type(),
-                          "worst_boot_s": round(boot.worst_boot_s, 4), "elapsed_s": round(boot.elapsed_s, 2)}
-    say(f"boot storm: {boot.failures} of {boot.attempts} failed ({boot.elapsed_s:.1f} s)")
-
-    # 4. The storm, then its checker and report. Its workload is takeovers under fencing, which
-    # the single-writer profile does not claim: there the storm is not run and says why.
+    # The storm's workload is takeovers under fencing, which the single-writer profile does not
+    # claim: there the storm is not run, and the certificate says why.
     storm_dir = out / STORM_DIR
     if profile == "fenced":
         components["storm"], seeds["storm"] = _run_storm(target, plan, storm_dir, seed, time_bound_s, results,
@@ -413,6 +333,102 @@ def certify(
     (out / CERTIFICATE_FILE).write_text(json.dumps(cert, indent=2, sort_keys=False) + "\n", encoding="utf-8")
     (out / CERTIFICATE_HTML).write_text(render_html(cert), encoding="utf-8")
     return cert
+
+
+def _run_conformance(target: StoreTarget, plan: _Plan, profile: str, applicable: list[str],
+                     results: dict[str, ClauseResult], say: Callable[[str], None]) -> dict[str, Any]:
+    """The conformance suite over the profile's clauses: one or more checks per clause."""
+    from soak.conformance import run_conformance
+
+    say("conformance suite ...")
+    t0 = time.monotonic()
+    conf = run_conformance(target, clauses=applicable, boot_processes=plan.conformance_boot[0],
+                           boot_rounds=plan.conformance_boot[1])
+    # Sub-checks that test refusals under a lease belong to fencing, whatever clause they sit under.
+    judged = [r for r in conf.results if profile == "fenced" or r.check not in _FENCING_SUBCHECKS]
+    for c in applicable:
+        checks = [r for r in judged if r.clause == c]
+        bad = [r for r in checks if not r.passed]
+        if not checks:
+            results[c].add("conformance", "not-exercised", "no conformance check recorded a result")
+        elif not bad:
+            results[c].add("conformance", PASS, f"{len(checks)} check(s) passed ({conf.timing})")
+        else:
+            results[c].add("conformance", FAIL if any(r.status == FAIL for r in bad) else "error",
+                           "; ".join(_one_line(f"{r.check}: {r.detail}", 300) for r in bad[:3]))
+    failed = sum(not r.passed for r in judged)
+    say(f"conformance: {len(judged)} checks, {failed} not passed ({time.monotonic() - t0:.1f} s)")
+    return {
+        "result": PASS if judged and not failed else FAIL, "checks": len(judged), "failed": failed,
+        "not_judged": sorted({r.check for r in conf.results} - {r.check for r in judged}),
+        "timing": conf.timing, "lease_ttl_ms": conf.lease_ttl_ms, "elapsed_s": round(time.monotonic() - t0, 2),
+        "boot": {"processes": plan.conformance_boot[0], "rounds": plan.conformance_boot[1]},
+    }
+
+
+def _run_model(target: StoreTarget, plan: _Plan, applicable: list[str], results: dict[str, ClauseResult],
+               say: Callable[[str], None]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The Hypothesis model, derandomized so the same store and soak replay the same programs."""
+    from hypothesis import __version__ as hypothesis_version
+
+    from soak.model import check_model, model_settings
+
+    say(f"model: {plan.model_examples} programs ...")
+    t0 = time.monotonic()
+    chosen = model_settings("ci", max_examples=plan.model_examples)
+    outcome = check_model(target, settings=chosen)
+    model_clauses = [c for c in applicable if c in MODEL_CLAUSES]
+    if outcome.passed:
+        what = f"{chosen.max_examples} programs of up to {chosen.stateful_step_count} steps"
+        for c in model_clauses:
+            results[c].add("model", PASS, f"no violations observed in {what}")
+        model_result = PASS
+    elif outcome.clause is None:
+        for c in model_clauses:
+            results[c].add("model", "not-exercised", f"the model ended with an error: {_one_line(outcome.error)}")
+        model_result = "error"
+    else:
+        culprit = outcome.clause
+        program = " | ".join(line.strip() for line in outcome.program if line.strip())
+        claimed = culprit in applicable
+        if claimed:
+            results[culprit].add("model", FAIL, _one_line(f"{outcome.error} minimal program: {program}", 1200))
+        for c in model_clauses:
+            if c != culprit:
+                results[c].add("model", "incomplete",
+                               f"the model stopped at a violation of {culprit}; no violation of {c} seen before it")
+        # A violation of a clause the profile does not claim leaves the model incomplete, not failed.
+        model_result = FAIL if claimed else "incomplete"
+    say(f"model: {model_result} ({time.monotonic() - t0:.1f} s)")
+    component = {
+        "result": model_result, "clause": outcome.clause,
+        "error": _one_line(outcome.error, 1200) if outcome.error else "", "program": list(outcome.program),
+        "max_examples": chosen.max_examples, "stateful_step_count": chosen.stateful_step_count,
+        "elapsed_s": round(time.monotonic() - t0, 2),
+    }
+    seed = {"derandomize": True, "hypothesis": hypothesis_version,
+            "note": "Hypothesis derives the seed from the store spec, clock mode and ttl"}
+    return component, seed
+
+
+def _run_boot(target: StoreTarget, plan: _Plan, results: dict[str, ClauseResult],
+              say: Callable[[str], None]) -> dict[str, Any]:
+    """The boot storm: many processes open one fresh location at once, round after round."""
+    from soak.storm.boot import boot_storm
+
+    n, rounds = plan.boot
+    say(f"boot storm: {n} processes x {rounds} rounds ...")
+    boot = boot_storm(target, processes=n, rounds=rounds)
+    results["concurrent-boot"].add(
+        "boot-storm", PASS if boot.ok else FAIL,
+        f"{boot.attempts} boots, {boot.failures} failed; " + (
+            f"worst boot {boot.worst_boot_s * 1000:.0f} ms" if boot.ok else _one_line(boot.summary())
+        ),
+    )
+    say(f"boot storm: {boot.failures} of {boot.attempts} failed ({boot.elapsed_s:.1f} s)")
+    return {"result": PASS if boot.ok else FAIL, "processes": n, "rounds": rounds, "attempts": boot.attempts,
+            "failures": boot.failures, "by_type": boot.by_type(), "worst_boot_s": round(boot.worst_boot_s, 4),
+            "elapsed_s": round(boot.elapsed_s, 2)}
 
 
 def _run_storm(target: StoreTarget, plan: _Plan, storm_dir: Path, seed: int | None, time_bound_s: float | None,

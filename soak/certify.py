@@ -658,8 +658,49 @@ def configure_parser(p: argparse.ArgumentParser) -> None:
     p.add_argument("--time-bound", type=float, metavar="S",
                    help="seconds before an unfinished storm stops (default: the preset's); a storm cut short "
                         "without a violation leaves its clauses not exercised, so the certificate fails")
-    p.add_argument("--quiet", action="store_true", help="no progress lines")
+    p.add_argument("--quiet", action="store_true", help="no live progress (it is off anyway when stderr is not a terminal)")
     p.add_argument("--verify", metavar="CERTIFICATE", help="re-check a certificate's digests and suite hash instead")
+
+
+class _Progress:
+    """Live progress on a terminal (rich): a spinner for the running suite, a line per finished one.
+
+    Silent under `--quiet` or when stderr is not a terminal; the summary on stdout says it all.
+    """
+
+    def __init__(self, live: bool) -> None:
+        self.live = live
+        self.console: Any = None
+        self.status: Any = None
+
+    def __enter__(self) -> _Progress:
+        if self.live:
+            from rich.console import Console
+
+            self.console = Console(stderr=True)
+        return self
+
+    def log(self, msg: str) -> None:
+        if self.console is None:
+            return
+        if msg.endswith("..."):
+            self._stop()
+            if msg.startswith("storm:"):  # the storm draws its own progress bars
+                self.console.print(f"certify: {msg}", markup=False, highlight=False)
+            else:
+                self.status = self.console.status(f"certify: {msg}")
+                self.status.start()
+        else:
+            self._stop()
+            self.console.print(f"certify: {msg}", markup=False, highlight=False)
+
+    def _stop(self) -> None:
+        if self.status is not None:
+            self.status.stop()
+            self.status = None
+
+    def __exit__(self, *exc: Any) -> None:
+        self._stop()
 
 
 def run_cli(args: argparse.Namespace) -> int:
@@ -683,14 +724,10 @@ def run_cli(args: argparse.Namespace) -> int:
         from soak.storm.orchestrator import default_run_dir
 
         out = default_run_dir(f"certify-{args.profile}")
-    tty = sys.stderr.isatty()
-
-    def log(msg: str) -> None:
-        if not args.quiet:
-            print(f"certify: {msg}", file=sys.stderr, flush=True)
-
-    cert = certify(args.store, profile=args.profile, out_dir=out, quick=args.quick, seed=args.seed,
-                   time_bound_s=args.time_bound, log=log, progress=tty and not args.quiet)
+    live = sys.stderr.isatty() and not args.quiet
+    with _Progress(live) as progress:
+        cert = certify(args.store, profile=args.profile, out_dir=out, quick=args.quick, seed=args.seed,
+                       time_bound_s=args.time_bound, log=progress.log, progress=live)
     print(f"certify: {cert['result'].upper()} ({cert['store']}, profile {cert['profile']}, {cert['mode']} run): "
           f"{cert['statement']}")
     for clause in cert["violated"] + cert["not_exercised"]:

@@ -36,6 +36,9 @@ sys.path.insert(0, str(HERE))
 
 from raw_limit import raw_limit  # noqa: E402
 from storm_rate import storm_rate  # noqa: E402
+from writer_micro import _StdlibWriter, per_call_us  # noqa: E402
+
+from soak.history import HistoryWriter  # noqa: E402
 
 __all__ = ["main", "spread"]
 
@@ -87,7 +90,11 @@ def _throughput(rounds: int, workers: int, raw_s: float, storm_s: float) -> None
     _section(f"sqlite: ({workers} processes, {rounds} rounds; median (min-max))")
     _row("raw limit, fenced appends/s", spread(raw))
     _row("raw loop with recording, appends/s", spread(rec))
-    _row("recording overhead (recorded/bare)", spread(overhead, pct), "1.00 = free")
+    _row("recording overhead (recorded/bare)", spread(overhead, pct), "1.00 = free; lock-fairness noise")
+    before = [per_call_us(_StdlibWriter, 20_000) for _ in range(3)]
+    after = [per_call_us(HistoryWriter, 20_000) for _ in range(3)]
+    us = lambda v: f"{v:.1f}"  # noqa: E731
+    _row("history writer, us per recorded call", spread(after, us), f"stdlib json before: {spread(before, us)}")
     _row("storm rate, accepted mutations/s", spread(storm), "nemesis off")
     _row("storm, all recorded store calls/s", spread(calls), "incl. acquire/load/release/refusals")
     met = "met" if statistics.median(ratio) >= STORM_RATIO_TARGET else "NOT met: see README, Performance"

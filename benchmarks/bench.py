@@ -105,22 +105,19 @@ def _throughput(rounds: int, workers: int, raw_s: float, storm_s: float) -> None
 
 
 def _checker(sizes: Sequence[int]) -> None:
-    _section("checker (synthetic consistent histories; target >= 300k ops/s, flat memory)")
-    out = subprocess.run([sys.executable, str(HERE / "bench_checker.py"), *map(str, sizes)], capture_output=True,
-                         text=True, env={**os.environ, "PYTHONPATH": str(HERE.parent)})
-    lines = out.stdout.strip().splitlines()
-    for line in lines:
-        if line.startswith("calibration"):
-            _row("calibration", line.split(":", 1)[1].strip())
-            continue
-        ops, _, rest = line.partition(" ops ")
-        rate = rest.split(" = ", 1)[1].split(" ops/s")[0] if " = " in rest else "?"
-        rss = rest.split("peak RSS", 1)[1].split(" MB")[0].strip() if "peak RSS" in rest else "?"
-        verdict = rest.rsplit("verdict ", 1)[-1].split()[0] if "verdict" in rest else "?"
-        _row(f"checker, {ops.strip()} ops", f"{rate} ops/s, peak RSS {rss} MB", f"verdict {verdict}")
-    if out.returncode not in (0, 1) or not lines:
-        _row("checker", f"benchmark failed (exit {out.returncode})", out.stderr.strip().splitlines()[-1:] and
-             out.stderr.strip().splitlines()[-1] or "")
+    from bench_checker import TARGET_OPS_PER_S, calibrate, measure
+
+    _section(f"checker (synthetic consistent histories; target >= {TARGET_OPS_PER_S:,} ops/s, flat memory)")
+    _row("calibration", f"10M Python additions in {calibrate():.2f} CPU s")
+    with tempfile.TemporaryDirectory(prefix="soak-bench-checker-") as tmp:
+        for n in sizes:
+            try:
+                r = measure(n, tmp)
+            except (subprocess.CalledProcessError, ValueError, KeyError) as exc:
+                _row(f"checker, {n:,} ops", f"benchmark failed: {type(exc).__name__}")
+                continue
+            _row(f"checker, {r['count']:,} ops", f"{r['rate']:,.0f} ops/s, peak RSS {r['rss_mb']:.0f} MB",
+                 f"{r['size_mb']:.0f} MB history; {r['count'] / r['cpu']:,.0f} ops per CPU s; verdict {r['result']}")
 
 
 def _storm_once(scenario, store: str, run_dir: Path) -> dict:

@@ -148,28 +148,42 @@ def _child(run_dir: str) -> None:
                       "reasons": list(verdict.reasons[:3])}))
 
 
+def calibrate() -> float:
+    """CPU seconds for 10M Python additions (about 0.4 s on a recent laptop core)."""
+    c0 = time.process_time()
+    x = 0
+    for i in range(10_000_000):
+        x += i
+    return time.process_time() - c0
+
+
+def measure(n_ops: int, tmp: str | os.PathLike[str]) -> dict:
+    """Generate a run of about `n_ops` operations under `tmp`, check it in a fresh process.
+
+    Returns the child's figures (seconds, cpu, result, rss_mb, ...) plus count, size_mb and gen_s.
+    """
+    run_dir = Path(tmp) / f"n{n_ops}"
+    t0 = time.perf_counter()
+    count = generate(run_dir, n_ops)
+    gen = time.perf_counter() - t0
+    size_mb = sum(p.stat().st_size for p in (run_dir / "history").glob("*.jsonl")) / 1e6
+    out = subprocess.run([sys.executable, __file__, "--child", str(run_dir)], capture_output=True, text=True,
+                         check=True, env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])})
+    r = json.loads(out.stdout.strip().splitlines()[-1])
+    return {**r, "count": count, "size_mb": size_mb, "gen_s": gen, "rate": count / r["seconds"]}
+
+
 def main(argv: list[str]) -> int:
     if argv[:1] == ["--child"]:
         _child(argv[1])
         return 0
     sizes = [int(a) for a in argv] or [100_000, 1_000_000]
     ok = True
-    c0 = time.process_time()
-    x = 0
-    for i in range(10_000_000):  # machine calibration: the same loop takes about 0.4 s on a recent laptop core
-        x += i
-    print(f"calibration: 10M Python additions in {time.process_time() - c0:.2f} CPU s")
+    print(f"calibration: 10M Python additions in {calibrate():.2f} CPU s")
     with tempfile.TemporaryDirectory(prefix="soak-bench-") as tmp:
         for n in sizes:
-            run_dir = Path(tmp) / f"n{n}"
-            t0 = time.perf_counter()
-            count = generate(run_dir, n)
-            gen = time.perf_counter() - t0
-            size_mb = sum(p.stat().st_size for p in (run_dir / "history").glob("*.jsonl")) / 1e6
-            out = subprocess.run([sys.executable, __file__, "--child", str(run_dir)], capture_output=True, text=True,
-                                 check=True, env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])})
-            r = json.loads(out.stdout.strip().splitlines()[-1])
-            rate = count / r["seconds"]
+            r = measure(n, tmp)
+            count, gen, size_mb, rate = r["count"], r["gen_s"], r["size_mb"], r["rate"]
             ok &= r["result"] == "pass" and rate >= TARGET_OPS_PER_S
             print(f"{count:>9,} ops ({size_mb:6.1f} MB history, generated in {gen:5.1f} s): checked in "
                   f"{r['seconds']:6.2f} s = {rate:>9,.0f} ops/s ({rate / TARGET_OPS_PER_S:4.2f}x target; "

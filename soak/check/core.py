@@ -164,19 +164,28 @@ class _Obj:
         self.ok_c: int | None = None
         self.ok_val: Any = None
         self.ok_op: Any = None
-        self.unk: list[tuple[int, Any, Any]] = []  # (c, value, op) of unknown writes with c above ok_c
+        self.unk: list[tuple[int, Any, Any]] | tuple[()] = ()  # (c, value, op) of unknown writes with c above ok_c
 
-    def accept(self, c: int, value: Any, op: Any) -> None:
+    def accept(self, c: int, value: Any, op: Any) -> bool:
+        """Keep the write if it is the latest accepted; True when a whole operation was newly stored."""
         if self.ok_c is None or c > self.ok_c:
+            fresh = type(self.ok_op) is not Operation
             self.ok_c, self.ok_val, self.ok_op = c, value, op
             if self.unk:
                 self.unk = [u for u in self.unk if u[0] > c]
+            return fresh
+        return False
+
+    def compact(self) -> None:
+        if type(self.ok_op) is Operation:
+            self.ok_op = _lite(self.ok_op)
 
     def unknown(self, c: int, value: Any, op: Any) -> None:
         if self.ok_c is None or c > self.ok_c:
-            self.unk.append((c, value, op))
+            self.unk = [*self.unk, (c, value, op)]
 
     def frozen(self) -> tuple[int | None, Any, Any, tuple[tuple[int, Any, Any], ...]]:
+        self.compact()
         return self.ok_c, self.ok_val, self.ok_op, tuple(self.unk)
 
 
@@ -267,6 +276,8 @@ def scan(
     ttl_ns = lease_ttl_ms * 1_000_000
 
     dirty: list[_Tenure] = []  # tenures holding whole operations; compacted in batches
+    obj_dirty: list[_Obj] = []  # object summaries holding whole operations; likewise
+    objects = facts.objects
     Op = Operation
 
     for op in ops:
@@ -342,7 +353,28 @@ def scan(
         if f in _TAGGED:
             _note_tag(facts.tagged, op.process, op.index, (lease.run_id, lease.epoch, outcome))
         if outcome != "fail" and lease.run_id == run:
-            _fold(facts.objects, f, run, args, lease.epoch, outcome == "ok", op)
+            # fold into the per-(object, epoch) summaries; accepted writes keep the whole operation
+            # until the next batch compaction
+            c = args.get("c", 0)
+            if outcome == "ok" and f != "delete":
+                if f == "append":
+                    obj, value = ("journal", run), (args.get("seq"), args.get("tag"))
+                elif f == "put_meta":
+                    obj, value = ("meta", run), args.get("tag")
+                elif f == "blob_put":
+                    obj, value = ("blob", args.get("ref", "")), args.get("tag")
+                else:
+                    obj, value = ("blob", args.get("ref", "")), None
+                per = objects.get(obj)
+                if per is None:
+                    per = objects[obj] = {}
+                o = per.get(lease.epoch)
+                if o is None:
+                    o = per[lease.epoch] = _Obj()
+                if o.accept(c, value, op):
+                    obj_dirty.append(o)
+            else:
+                _fold(objects, f, run, args, lease.epoch, outcome == "ok", op)
 
         if outcome == "ok":
             n_ok += 1
@@ -420,6 +452,10 @@ def scan(
                 for d in dirty:
                     d.compact()
                 dirty.clear()
+            if len(obj_dirty) > 512:
+                for d in obj_dirty:
+                    d.compact()
+                obj_dirty.clear()
         elif outcome == "fail":
             n_fail += 1
             if f == "release":
@@ -461,6 +497,8 @@ def scan(
                     rf.del_any = key
 
     for d in dirty:
+        d.compact()
+    for d in obj_dirty:
         d.compact()
     facts.stats.update(
         operations=n_ops, events=n_events, ok=n_ok, fail=n_fail, info=n_info,

@@ -45,7 +45,9 @@ __all__ = [
     "certify",
     "clause_requirements",
     "configure_parser",
+    "environment_manifest",
     "file_digests",
+    "render_html",
     "run_cli",
     "suite_digest",
     "verify_certificate",
@@ -651,7 +653,7 @@ def configure_parser(p: argparse.ArgumentParser) -> None:
     p.add_argument("--profile", choices=PROFILES, default="fenced",
                    help="what the store claims (default fenced: every clause; single-writer: data semantics, "
                         "unleased writes, concurrent boot)")
-    p.add_argument("--out", metavar="DIR", help="output directory (default: reports/<UTC timestamp>-certify/)")
+    p.add_argument("--out", metavar="DIR", help="output directory (default: reports/<UTC timestamp>-certify-<profile>/)")
     p.add_argument("--quick", action="store_true",
                    help="smoke storm preset, fewer model examples and boot rounds (tests and CI)")
     p.add_argument("--seed", type=int, metavar="N", help="storm seed (default: random, recorded in the certificate)")

@@ -8,7 +8,7 @@ spread (min-max) of each figure. Sections:
 - recording overhead: the same loop with history recording on, as a ratio to the bare loop;
 - storm rate: `storm_rate.storm_rate` (nemesis off) and the ratio storm/raw (target >= 0.7);
 - checker: `bench_checker.py` at 100k and 1M operations (10M with `--checker-10m`);
-- time to quorum of the smoke preset (median of `--smoke-runs`); nightly only with `--nightly`;
+- time to quorum of the smoke preset (median of 3 runs); nightly only with `--nightly`;
 - time to detect mutants: a smoke storm (time bound `--mutant-bound`) against each mutant,
   then the checker: the verdict, when the first violation's evidence was complete (seconds into
   the storm), and the wall time from storm start to verdict.
@@ -34,7 +34,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from raw_limit import raw_limit  # noqa: E402
+from raw_limit import raw_limit_detail  # noqa: E402
 from storm_rate import storm_rate  # noqa: E402
 from writer_micro import _StdlibWriter, per_call_us  # noqa: E402
 
@@ -67,14 +67,18 @@ def _section(title: str) -> None:
 def _throughput(rounds: int, workers: int, raw_s: float, storm_s: float) -> None:
     from soak.scenario import MIX_KEYS
 
-    raw, rec, storm, calls, ratio, overhead, call_ratio, diag, diag_ratio = ([] for _ in range(9))
+    raw, rec, storm, calls, ratio, overhead, call_ratio, diag, diag_ratio, cpu_overhead = ([] for _ in range(10))
+    cpu_us: list[tuple[float, float]] = []
     # diagnostic storm: no acquire contention (8 runs for the workers) and long tenures of writes
     # that are accepted (meta and blob puts): what the harness machinery reaches without the mix
     writes_only = {"runs": 8, "mix": {k: 1.0 if k in ("put_meta", "blob_put") else 0.0 for k in MIX_KEYS},
                    "ops_min": 30, "ops_max": 30}
     for _ in range(rounds):
-        r = raw_limit("sqlite:", processes=workers, seconds=raw_s)
-        rr = raw_limit("sqlite:", processes=workers, seconds=raw_s, record=True)
+        bare = raw_limit_detail("sqlite:", processes=workers, seconds=raw_s)
+        recd = raw_limit_detail("sqlite:", processes=workers, seconds=raw_s, record=True)
+        r, rr = bare.rate, recd.rate
+        cpu_overhead.append(bare.cpu_per_op_s / recd.cpu_per_op_s)
+        cpu_us.append((bare.cpu_per_op_s * 1e6, recd.cpu_per_op_s * 1e6))
         s = storm_rate("sqlite:", workers=workers, seconds=storm_s)
         d = storm_rate("sqlite:", workers=workers, seconds=storm_s, **writes_only)
         raw.append(r)
@@ -90,7 +94,10 @@ def _throughput(rounds: int, workers: int, raw_s: float, storm_s: float) -> None
     _section(f"sqlite: ({workers} processes, {rounds} rounds; median (min-max))")
     _row("raw limit, fenced appends/s", spread(raw))
     _row("raw loop with recording, appends/s", spread(rec))
-    _row("recording overhead (recorded/bare)", spread(overhead, pct), "1.00 = free; lock-fairness noise")
+    _row("recording overhead (recorded/bare)", spread(overhead, pct), "rates; 1.00 = free; lock-fairness noise")
+    _row("recording overhead, CPU (bare/recorded)", spread(cpu_overhead, pct),
+         f"CPU us per append bare {spread([b for b, _ in cpu_us], lambda v: f'{v:.0f}')}, "
+         f"recorded {spread([c for _, c in cpu_us], lambda v: f'{v:.0f}')}")
     before = [per_call_us(_StdlibWriter, 20_000) for _ in range(3)]
     after = [per_call_us(HistoryWriter, 20_000) for _ in range(3)]
     us = lambda v: f"{v:.1f}"  # noqa: E731

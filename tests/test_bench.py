@@ -6,6 +6,8 @@ import json
 import sys
 from pathlib import Path
 
+import pytest
+
 from soak.history import HistoryWriter, operations, read_records
 from soak.spi import Lease
 
@@ -53,3 +55,14 @@ def test_quiet_scenario_turns_the_nemesis_off() -> None:
     sc = quiet_scenario(workers=4, seconds=2.0)
     assert (sc.pause_interval_s, sc.kill_interval_s, sc.stall_prob) == (0.0, 0.0, 0.0)
     assert sc.time_bound_s == 2.0 and sc.workers == 4 and sc.quorum["grants"] > 10**9
+
+
+@pytest.mark.slow
+def test_quiet_storm_and_raw_loop_measure_accepted_mutations() -> None:
+    from raw_limit import raw_limit_detail
+    from storm_rate import storm_rate
+
+    s = storm_rate("sqlite:", workers=2, seconds=2.0)
+    assert s.status == "timeout" and s.accepted > 0 and s.calls >= s.accepted and s.window_s > 0.5
+    r = raw_limit_detail("sqlite:", processes=2, seconds=1.0, record=True)
+    assert r.rate > 0 and r.cpu_per_op_s > 0

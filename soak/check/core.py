@@ -1229,6 +1229,7 @@ def check_takeovers(facts: Facts) -> list[Violation]:
         firsts = sorted(((min(g[1] for g in t.grants), min(g[0] for g in t.grants), t) for t in ts),
                         key=lambda x: x[0])
         completes = [x[0] for x in firsts]
+        grant_invokes = sorted(g[0] for t in ts for g in t.grants)
         newest: list[_Tenure] = []  # highest epoch among the first k grants to complete
         for _, _, t in firsts:
             newest.append(t if not newest or t.epoch > newest[-1].epoch else newest[-1])
@@ -1251,6 +1252,8 @@ def check_takeovers(facts: Facts) -> list[Violation]:
             if j < len(epochs) and suffix[j] < done:
                 continue  # a later grant may have landed first
             grant_inv = min(g[0] for g in t.grants)
+            if bisect.bisect_left(grant_invokes, done) - bisect.bisect_right(grant_invokes, grant_inv) > 0:
+                continue  # another grant (of any epoch: a store may reset them) came in between
             if any(u < done and c > grant_inv for u, c in ra.acq_unknown):
                 continue
             process = facts.procs[pid]

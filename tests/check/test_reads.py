@@ -158,3 +158,11 @@ def test_stale_write_landing_after_later_epochs_is_stale_rejected():
     h.read("w3.1", c, "meta", 405, late.tag)  # it overwrote epoch 2's write
     hits = found(run_check(h), "stale-rejected")
     assert hits and "completed after its tenure was superseded" in hits[0].statement, mine
+
+
+def test_takeover_refusals_skip_any_grant_in_between():
+    h, a, b, m1 = _handover()
+    h.release("w2.1", b, 210)
+    h.acquire("w4.1", "r1", 212, 1)  # an epoch reset (epoch-monotonic's business): this tenure may hold r1
+    h.acquire("w3.1", "r1", 215, None, outcome="fail")
+    assert not found(run_check(h), "ttl-honoured")

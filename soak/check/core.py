@@ -17,6 +17,15 @@ ref wins; a delete explains every earlier write it removed), which is what a rep
 Real time comes from the history's own monotonic timestamps: a tenure is stale from the
 earliest completion of an accepted acquire of a later epoch, or of its own release.
 The workers' `intent` is never consulted.
+
+Reads are evidence too. Workers record the tenure a read was made under; the scan keeps, per
+object (journal, meta, blob ref) and epoch, the last accepted write and the unknown ones after
+it, and each tenured read with a frozen copy of its own tenure's summary. After the scan, a read
+made while its tenure was surely live must see its own last write, or else the serially-last
+write of the epochs below (unknown writes may or may not show): a superseded holder's write
+that the fence let in late, after the successor was granted, shows up there even when the
+final state hides it. Failed store boots (`open`) and acquires refused long after the newest
+tenure surely ended are judged from the history as well (`concurrent-boot`, `ttl-honoured`).
 """
 
 from __future__ import annotations

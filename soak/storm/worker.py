@@ -38,7 +38,7 @@ STARTING, RUNNING, BOOT_FAILED, DONE, CRASHED, READY, BOOTING = range(7)
 PHASES = ("starting", "running", "boot-failed", "done", "crashed", "ready", "booting")
 #: Surface codes published in the `SURFACE` slot.
 SURFACES = ("", "open", "acquire", "renew", "release", "load", "append", "put_meta", "blob_put",
-            "blob_delete", "delete")
+            "blob_delete", "delete", "get_meta", "blob_get")
 _SURFACE_CODE = {s: i for i, s in enumerate(SURFACES)}
 
 _PR_SET_PDEATHSIG = 1

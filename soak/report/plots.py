@@ -79,7 +79,8 @@ def timeline_png(data: RunData) -> bytes:
     ax.invert_yaxis()
     ax.set_xlabel("seconds since the first operation")
     ax.set_title("Tenures per worker (hatched: superseded), stalls (orange), pauses (grey), kills (X), "
-                 "stale probes (| refused, * accepted), violations (red lines)", fontsize=9)
+                 "probes of a lease the worker believed dead (| refused, * accepted: legal while no successor "
+                 "was granted), violations (red lines)", fontsize=9)
     handles = [Patch(color=colour[r], label=r) for r in runs[:10]]
     if handles:
         ax.legend(handles=handles, title="run", loc="upper right", fontsize=7)

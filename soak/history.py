@@ -40,6 +40,9 @@ except ImportError:  # pragma: no cover - orjson is a pinned dependency
     _orjson_dumps = None
     _loads = json.loads
 
+#: Decode one history line (bytes or str) into its JSON object: the one decoder every reader uses.
+decode_line = _loads
+
 __all__ = [
     "COMPLETIONS",
     "HistoryCorruptError",
@@ -51,6 +54,7 @@ __all__ = [
     "now_ns",
     "operations",
     "pair",
+    "decode_line",
     "payload_for",
     "read_records",
     "tag_of",
@@ -250,7 +254,7 @@ def read_records(path: str | os.PathLike[str]) -> Iterator[Record]:
             if not raw.strip():
                 continue
             try:
-                yield _decode(json.loads(raw))
+                yield _decode(_loads(raw))
             except (ValueError, KeyError, TypeError, IndexError) as exc:
                 raise HistoryCorruptError(f"{path}:{lineno}: unreadable history record ({exc})") from exc
 

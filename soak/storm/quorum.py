@@ -17,11 +17,11 @@ With the scenario's `stop_on_suspect` the storm ends at the first one and the ch
 
 from __future__ import annotations
 
-import json
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+from soak.history import decode_line
 from soak.workloads import QuorumCounter
 
 __all__ = ["QuorumTracker", "SUSPECT_INTENTS"]
@@ -77,7 +77,7 @@ class QuorumTracker:
             for raw in lines[:-1]:
                 if raw.strip():
                     try:
-                        self._line(json.loads(raw))
+                        self._line(decode_line(raw))
                     except (ValueError, KeyError, TypeError):
                         self.bad_lines += 1
         self._settle_candidates()

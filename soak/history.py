@@ -298,21 +298,26 @@ def pair(records: Iterable[Record]) -> Iterator[Operation | Record]:
         else:
             raise HistoryCorruptError(f"process {rec.process}: unknown record type {rec.type!r}")
     for inv in pending.values():
-        yield Operation(
-            process=inv.process,
-            index=inv.index,
-            f=inv.f,
-            run=inv.run,
-            lease=inv.lease,
-            intent=inv.intent,
-            args=inv.value,
-            outcome="info",
-            result={},
-            error="Incomplete",
-            message="no completion recorded (process killed or storm ended mid-call)",
-            invoke_ns=inv.time,
-            complete_ns=None,
-        )
+        yield _incomplete(inv)
+
+
+def _incomplete(inv: Record) -> Operation:
+    """An invocation that never completed: unknown, concurrent with everything after it."""
+    return Operation(
+        process=inv.process,
+        index=inv.index,
+        f=inv.f,
+        run=inv.run,
+        lease=inv.lease,
+        intent=inv.intent,
+        args=inv.value,
+        outcome="info",
+        result={},
+        error="Incomplete",
+        message="no completion recorded (process killed or storm ended mid-call)",
+        invoke_ns=inv.time,
+        complete_ns=None,
+    )
 
 
 def operations(paths: Iterable[str | os.PathLike[str]]) -> Iterator[Operation | Record]:
@@ -411,19 +416,4 @@ def _file_operations(path: Path) -> Iterator[Operation | Record]:
                 raise HistoryCorruptError(f"{path}:{lineno}: unreadable history record ({exc})") from exc
             yield op
     for inv in pending.values():
-        rec = _decode(inv)
-        yield Operation(
-            process=rec.process,
-            index=rec.index,
-            f=rec.f,
-            run=rec.run,
-            lease=rec.lease,
-            intent=rec.intent,
-            args=rec.value,
-            outcome="info",
-            result={},
-            error="Incomplete",
-            message="no completion recorded (process killed or storm ended mid-call)",
-            invoke_ns=rec.time,
-            complete_ns=None,
-        )
+        yield _incomplete(_decode(inv))

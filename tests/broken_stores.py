@@ -13,50 +13,20 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from soak.spi import JournalEntry, Lease, LeaseHeldError, RunMeta
-from soak.stores.sqlite import SqliteStore, _SqliteBlobs
+from soak.stores import mutants
+from soak.stores.sqlite import SqliteStore
 
 
-class UnfencedAppend(SqliteStore):
-    """append drops the lease: stale appends land (stale-rejected)."""
-
-    def append(self, run_id: str, entry: JournalEntry, lease: Lease | None = None) -> None:
-        super().append(run_id, entry, None)
-
-
-class UnfencedMeta(SqliteStore):
-    """put_meta drops the lease (stale-rejected)."""
-
-    def put_meta(self, meta: RunMeta, lease: Lease | None = None) -> None:
-        super().put_meta(meta, None)
+# Where the mutant catalogue already has the defect, the tests use the catalogue's store.
+UnfencedAppend = mutants.UnfencedAppend
+UnfencedMeta = mutants.UnfencedMeta
+UnfencedBlobPut = mutants.UnfencedBlobPut
+RunMatchIgnored = mutants.NoRunMatch
+AcquireWhileLive = mutants.AcquireWhileLive
 
 
-class _LeaselessPut(_SqliteBlobs):
-    def put(self, ref: str, blob: bytes, lease: Lease | None = None) -> None:
-        super().put(ref, blob, None)
-
-
-class UnfencedBlobPut(SqliteStore):
-    """blob put drops the lease (stale-rejected)."""
-
-    def __init__(self, *args, **kwargs) -> None:
-        super().__init__(*args, **kwargs)
-        self.transcripts = _LeaselessPut(self)
-
-
-class TwoTransactionFence(SqliteStore):
-    """Checks the fence in one BEGIN IMMEDIATE transaction, mutates in the next, unpinned (atomic-fence)."""
-
-    @contextmanager
-    def _fenced(self, run_id: str, lease: Lease | None) -> Iterator[sqlite3.Connection]:
-        if lease is not None:
-            with self._tx() as conn:
-                self._check(conn, run_id, lease, self._clock())
-        with self._tx() as conn:
-            yield conn
-
-    @staticmethod
-    def _guard(lease: Lease | None) -> tuple[str, tuple]:
-        return ("1", ())
+#: Checks the fence in one BEGIN IMMEDIATE transaction, mutates in the next, unpinned (atomic-fence).
+TwoTransactionFence = mutants.SplitFence
 
 
 class ReadThenWrite(TwoTransactionFence):
@@ -80,11 +50,6 @@ class EpochResetOnRelease(SqliteStore):
             conn.execute("DELETE FROM leases WHERE run_id = ?", (lease.run_id,))
 
 
-class RunMatchIgnored(SqliteStore):
-    """The fence checks the lease against its own run, not the run it is used on (run-match)."""
-
-    def _check(self, conn, run_id, lease, now, *, allow_expired: bool = False):
-        super()._check(conn, lease.run_id, lease, now, allow_expired=allow_expired)
 
 
 class UntypedRefusal(SqliteStore):
@@ -103,11 +68,6 @@ class UntypedRefusal(SqliteStore):
             raise PermissionError(f"run is busy: {exc}") from None
 
 
-class AcquireWhileLive(SqliteStore):
-    """acquire grants a new tenure even while another is live (lease-exclusive)."""
-
-    def _holder(self, run_id, row, now):
-        return None
 
 
 class DroppedPayloadBytes(SqliteStore):

@@ -955,7 +955,8 @@ def _race_once(
             time.sleep(max(0.0, expiry + 0.005 - time.monotonic()))
         as_thief(True)
         try:
-            box["lease"] = _call(lambda: thieves[0].acquire(run, "thief"), "takeover after the victim's call")
+            box["lease"] = _call(lambda: _acquire_after_expiry(thieves[0], run, victim.lease_ttl_ms, clock is None),
+                                 "takeover after the victim's call")
             _thief_action(thieves[0], surface, run, ref, box["lease"], box)
         finally:
             as_thief(False)
@@ -981,6 +982,19 @@ def _race_once(
     if why and through_at is not None:
         why += f" (takeover at return point {through_at} of {points} in the call)"
     return why, through_at, points
+
+
+def _acquire_after_expiry(thief: FencedRunStore, run: str, victim_ttl_ms: int, realtime: bool) -> Lease:
+    """Acquire once the victim's tenure has lapsed; in real time a renew inside the call may have
+    moved its expiry up to one more ttl, so a refusal is retried until then."""
+    deadline = time.monotonic() + 2 * victim_ttl_ms / 1000.0
+    while True:
+        try:
+            return thief.acquire(run, "thief")
+        except LeaseHeldError:
+            if not realtime or time.monotonic() > deadline:
+                raise
+            time.sleep(0.002)
 
 
 def _race_witness(thief: FencedRunStore, surface: str, run: str, ref: str, succ: Lease, box: dict) -> str:

@@ -59,9 +59,11 @@ QUORUM_KEYS: tuple[str, ...] = (
 #: `read` reads back the journal tail, meta and a blob of the run mid-tenure (evidence for the checker).
 MIX_KEYS: tuple[str, ...] = (
     "append", "put_meta", "blob_put", "blob_delete", "renew", "side_cycle", "cross", "order_probe", "read",
+    "edge",
 )
 _DEFAULT_MIX = {"append": 30, "put_meta": 20, "blob_put": 15, "blob_delete": 10, "renew": 8,
-                "side_cycle": 10, "cross": 7, "order_probe": 3, "read": 10}
+                "side_cycle": 10, "cross": 7, "order_probe": 3, "read": 10,
+                "edge": 8}
 
 
 @dataclass(frozen=True)

@@ -7,10 +7,7 @@ assert that the suite fails the one clause each breaks, by id. Nothing here is f
 from __future__ import annotations
 
 import os
-import sqlite3
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 
 from soak.spi import JournalEntry, Lease, LeaseHeldError, RunMeta
 from soak.stores import mutants
@@ -29,16 +26,8 @@ AcquireWhileLive = mutants.AcquireWhileLive
 TwoTransactionFence = mutants.SplitFence
 
 
-class ReadThenWrite(TwoTransactionFence):
-    """Checks the fence with a plain read (no write lock), then mutates (atomic-fence)."""
-
-    @contextmanager
-    def _fenced(self, run_id: str, lease: Lease | None) -> Iterator[sqlite3.Connection]:
-        if lease is not None:
-            with self._lock:
-                self._check(self._connection(), run_id, lease, self._clock())
-        with self._tx() as conn:
-            yield conn
+#: Checks the fence with a plain read (no write lock), then mutates (atomic-fence).
+ReadThenWrite = mutants.CheckThenWrite
 
 
 class EpochResetOnRelease(SqliteStore):

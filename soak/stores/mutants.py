@@ -78,6 +78,19 @@ class SplitFence(SqliteStore):
         return ("1", ())
 
 
+class CheckThenWrite(SplitFence):
+    """F3 as the seed found it: the fence is read in an autocommit statement, without the write
+    lock, and the mutation then waits for the lock and commits without checking again."""
+
+    @contextmanager
+    def _fenced(self, run_id: str, lease: Lease | None) -> Iterator[sqlite3.Connection]:
+        if lease is not None:
+            with self._lock:
+                self._check(self._connection(), run_id, lease, self._clock())
+        with self._tx() as conn:
+            yield conn
+
+
 class StaleReleaseKillsSuccessor(SqliteStore):
     """A release that ends whatever tenure is current, not only its own."""
 
@@ -157,7 +170,7 @@ class DroppedAppend(SqliteStore):
     def _tx(self) -> Iterator[sqlite3.Connection]:
         start = time.monotonic()
         with super()._tx() as conn:
-            self._contended = time.monotonic() - start > 0.001
+            self._contended = time.monotonic() - start > 0.0002  # it had to wait for the lock
             yield conn
 
     def append(self, run_id: str, entry: JournalEntry, lease: Lease | None = None) -> None:
@@ -241,6 +254,8 @@ MUTANTS: dict[str, Mutant] = {
         Mutant("unfenced-blob-delete", UnfencedBlobDelete, "stale-rejected", "blob delete ignores the lease"),
         Mutant("unfenced-delete", UnfencedDelete, "stale-rejected", "run delete ignores the lease (seed F4)"),
         Mutant("split-fence", SplitFence, "atomic-fence", "fence checked in one transaction, mutation in the next (seed F3)"),
+        Mutant("check-then-write", CheckThenWrite, "atomic-fence",
+               "fence read without the write lock, then the mutation commits unchecked (seed F3)"),
         Mutant("stale-release", StaleReleaseKillsSuccessor, "stale-lease-ops", "a stale release ends the successor's tenure"),
         Mutant("stale-renew", StaleRenewExtendsSuccessor, "stale-lease-ops", "a stale renew extends the successor's tenure"),
         Mutant("epoch-reset-release", EpochResetOnRelease, "epoch-monotonic", "release forgets the epoch high-water"),

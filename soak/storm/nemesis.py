@@ -137,11 +137,12 @@ class Nemesis:
             while time.monotonic() < deadline:
                 in_call = [w for w in candidates if w.state[IN_CALL]]
                 mutating = [w for w in in_call if int(w.state[SURFACE]) in _MUTATION_CODES]
-                # A mutation that is running (not waiting for a lock or a socket) is executing
-                # the store's own steps: a stop there lands between them, where a store whose
-                # fence check and write are separate steps leaves its window open.
-                running = [w for w in mutating if _proc_state(w.pid) == b"R"]
-                target = self.rng.choice(running or mutating or in_call) if in_call else None
+                # Two places a non-atomic store leaves a takeover window open: between its
+                # own steps while it runs (check, then write), and while it waits for a lock or
+                # a reply after a check made without it. Aim at either, at random.
+                want = (b"R",) if self.rng.random() < 0.5 else (b"S", b"D")
+                poised = [w for w in mutating if _proc_state(w.pid) in want]
+                target = self.rng.choice(poised or mutating or in_call) if in_call else None
                 if target is None:
                     time.sleep(0.0001)
                     continue

@@ -176,8 +176,31 @@ class _Worker:
                 continue
             self.tenure(out.result)
 
+    def edge_write(self, lease: Lease, since: float, tail: int | None) -> tuple[Outcome | None, int | None]:
+        """Wait until the tenure is about to expire (by this worker's clock), then write.
+
+        A holder writing at the very end of its tenure while others wait to take the run over
+        is where a store whose fence check and write are not one unit lets a takeover in.
+        """
+        ttl = self.sc.lease_ttl_ms / 1000.0
+        self.sleep(since + ttl * (1.0 - self.rng.uniform(0.0, 0.04)) - time.monotonic())
+        if self.ctx.should_stop():
+            return None, tail
+        kind = self.rng.choice(("append", "put_meta", "blob_put"))
+        if kind == "put_meta":
+            return self.put_meta(lease.run_id, lease, "live"), tail
+        if kind == "blob_put":
+            return self.blob_put(self.blob_ref(lease.run_id), lease, "live"), tail
+        if tail is None:
+            tail = self.load_tail(lease.run_id, "live", lease)
+            if tail is None:
+                return None, None
+        out = self.append(lease.run_id, lease, "live", tail + 1)
+        return out, (tail + 1 if out.ok else None)
+
     def tenure(self, lease: Lease) -> None:
         run = lease.run_id
+        since = time.monotonic()  # when this worker last saw its tenure granted or renewed
         tail = self.read_back(lease, "live")
         lost = False
         for _ in range(self.rng.randint(self.sc.ops_min, self.sc.ops_max)):
@@ -209,7 +232,12 @@ class _Worker:
             elif kind == "blob_delete":
                 out = self.blob_delete(self.blob_ref(run), lease, "live")
             elif kind == "renew":
+                started = time.monotonic()
                 out = self.renew(lease, "live")
+                if out.ok:
+                    since = started
+            elif kind == "edge":
+                out, tail = self.edge_write(lease, since, tail)
             elif kind == "read":
                 tail = self.read_back(lease, "live")
             elif kind == "side_cycle":

@@ -66,7 +66,7 @@ def timeline_png(data: RunData) -> bytes:
             ax.plot([x], [y], marker="X", color="red", markersize=9)
     stale_ok, stale_refused = defaultdict(list), defaultdict(list)
     for op in data.ops:
-        if op.intent in ("stale", "cross") and op.process in rows:
+        if op.intent in ("stale", "cross") and op.lease is not None and op.process in rows:  # probes, not reads
             bucket = stale_ok if op.outcome == "ok" else stale_refused
             bucket[op.process].append(data.seconds(op.invoke_ns))
     for proc, xs in stale_refused.items():

@@ -348,10 +348,11 @@ class FencedStoreMachine(RuleBasedStateMachine):
             self._fail("ttl-honoured", f"{what} was refused though no tenure was live ({out.describe()})")
         return multiple()
 
-    @rule(lease=leases)
-    def renew(self, lease: Lease) -> None:
-        what = f"renew({lease!r})"
-        out, t0, t1 = self._call(lambda: self.store.renew(lease))
+    def _lease_op(self, verb: str, lease: Lease, call: Callable[[], Any],
+                  accepted: Callable[[Any, float], None]) -> None:
+        """Renew or release: judged by where the lease stands; `accepted` follows an ok outcome."""
+        what = f"{verb}({lease!r})"
+        out, t0, t1 = self._call(call)
         self._untyped(what, out)
         self._last = (what, "stale-lease-ops", False)
         if isinstance(out.error, StoreBusyError):
@@ -360,31 +361,27 @@ class FencedStoreMachine(RuleBasedStateMachine):
         if out.ok:
             if standing is LeaseStanding.STALE:
                 self._fail("stale-lease-ops", f"{what} was accepted under a superseded or released tenure")
-            if out.value != lease:
-                self._fail("live-accepted", f"{what} returned {out.value!r}; a renew keeps owner and epoch")
-            self.oracle.state.tenures[lease.run_id].expires_at = t0 + self.oracle.ttl
+            accepted(out, t0)
         elif not isinstance(out.error, LeaseHeldError):
-            self._fail("typed-refusal", f"{what} {out.describe()}; a refused renew raises LeaseHeldError")
+            self._fail("typed-refusal", f"{what} {out.describe()}; a refused {verb} raises LeaseHeldError")
         elif standing is LeaseStanding.LIVE:
             self._fail("live-accepted", f"{what} was refused under the live tenure ({out.describe()})")
 
     @rule(lease=leases)
+    def renew(self, lease: Lease) -> None:
+        def accepted(out: Any, t0: float) -> None:
+            if out.value != lease:
+                self._fail("live-accepted", f"renew({lease!r}) returned {out.value!r}; a renew keeps owner and epoch")
+            self.oracle.state.tenures[lease.run_id].expires_at = t0 + self.oracle.ttl
+
+        self._lease_op("renew", lease, lambda: self.store.renew(lease), accepted)
+
+    @rule(lease=leases)
     def release(self, lease: Lease) -> None:
-        what = f"release({lease!r})"
-        out, t0, t1 = self._call(lambda: self.store.release(lease))
-        self._untyped(what, out)
-        self._last = (what, "stale-lease-ops", False)
-        if isinstance(out.error, StoreBusyError):
-            return
-        standing = self._standing(lease, lease.run_id, t0, t1)
-        if out.ok:
-            if standing is LeaseStanding.STALE:
-                self._fail("stale-lease-ops", f"{what} was accepted under a superseded or released tenure")
+        def accepted(out: Any, t0: float) -> None:
             self.oracle.state.tenures[lease.run_id].released = True
-        elif not isinstance(out.error, LeaseHeldError):
-            self._fail("typed-refusal", f"{what} {out.describe()}; a refused release raises LeaseHeldError")
-        elif standing is LeaseStanding.LIVE:
-            self._fail("live-accepted", f"{what} was refused under the live tenure ({out.describe()})")
+
+        self._lease_op("release", lease, lambda: self.store.release(lease), accepted)
 
     # -- fenced mutations -----------------------------------------------------------------
 

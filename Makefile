@@ -20,9 +20,9 @@ conformance: $(STAMP)
 	$(BIN)/soak conformance --store sqlite:
 
 test: $(STAMP)
-	$(BIN)/pytest -n 2 -q
 	$(BIN)/pytest -q models --store memory:
 	$(BIN)/pytest -q models --store sqlite:
+	$(BIN)/pytest -n 2 -q
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench.py

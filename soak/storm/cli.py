@@ -64,24 +64,14 @@ def _update_latest(run_dir: Path) -> None:
         pass
 
 
-def _verdict_status(verdict: Any) -> str:
-    for attr in ("status", "verdict", "outcome", "result"):
-        value = getattr(verdict, attr, None)
-        if isinstance(value, str):
-            return value
-    if isinstance(verdict, dict):
-        for key in ("status", "verdict"):
-            if isinstance(verdict.get(key), str):
-                return verdict[key]
-    return "inconclusive"
-
-
 def run_cli(args: argparse.Namespace) -> int:
+    from soak.check import check_run
     from soak.stores import resolve
-    from soak.storm.orchestrator import default_run_dir, run_storm
+    from soak.storm.orchestrator import default_run_dir, ensure_shared, run_storm
 
     scenario = load_scenario(args.scenario, _overrides(args))
     target = resolve(scenario.store)
+    ensure_shared(target)
     progress = not args.quiet and sys.stderr.isatty()
     run_dir = Path(args.out) if args.out else default_run_dir(scenario.name)
     if not args.quiet:
@@ -108,22 +98,13 @@ def run_cli(args: argparse.Namespace) -> int:
         print(f"run directory: {run_dir}")
         return EXIT_USAGE
     try:
-        from soak.check import check_run
-    except ImportError:
-        print("checker not available")
-        print(f"run directory: {run_dir}")
-        return EXIT_INCONCLUSIVE
-    try:
         verdict = check_run(run_dir)
     except Exception as exc:  # a checker that crashes is inconclusive, never pass
         print(f"verdict: inconclusive (the checker raised {type(exc).__name__}: {exc})")
         print(f"run directory: {run_dir}")
         return EXIT_INCONCLUSIVE
-    status = _verdict_status(verdict)
-    summary = getattr(verdict, "summary", None)
-    if callable(summary):
-        summary = summary()
-    print(f"verdict: {summary if isinstance(summary, str) and summary.startswith(status) else status}")
+    status = verdict.result
+    print(f"verdict: {verdict.summary()}")
     print(f"run directory: {run_dir}")
     if status == "fail":
         return EXIT_FAIL

@@ -409,6 +409,15 @@ class _Display:
             self.progress.__exit__(*exc)
 
 
+def ensure_shared(target: Any) -> None:
+    """Refuse a store that lives inside one process: a storm needs one shared across processes."""
+    if getattr(target, "single_process", False):
+        raise ScenarioError(
+            f"store {target.spec} lives inside one process; a storm needs a store shared across "
+            "processes: use sqlite: or a networked store"
+        )
+
+
 def run_storm(
     scenario: Scenario,
     target: Any = None,
@@ -430,11 +439,7 @@ def run_storm(
 
     if target is None or isinstance(target, str):
         target = resolve(target or scenario.store)
-    if getattr(target, "single_process", False):
-        raise ScenarioError(
-            f"store {target.spec} lives inside one process; a storm needs a store shared across "
-            "processes: use sqlite: or a networked store"
-        )
+    ensure_shared(target)
     seed = scenario.seed or secrets.randbelow(2**31 - 1) + 1
     scenario = dataclasses.replace(scenario, seed=seed, store=redact(target.spec))
     run_dir = Path(out_dir) if out_dir is not None else default_run_dir(scenario.name)

@@ -207,16 +207,25 @@ def test_ctrl_c_or_sigterm_ends_the_storm_cleanly_as_interrupted(tmp_path, sig):
     list(operations(history_paths(run_dir)))  # what was recorded still pairs cleanly
 
 
-def test_cli_without_a_checker_says_so_and_is_inconclusive(tmp_path, monkeypatch, capsys):
+def test_cli_storm_that_hits_its_time_bound_is_inconclusive_never_pass(tmp_path, capsys):
     from soak.cli import main
 
-    monkeypatch.setitem(sys.modules, "soak.check", None)  # as if the checker were not installed
     code = main(["storm", "--quiet", "--out", str(tmp_path / "run"), "--workers", "1", "--time-bound", "1",
                  "--set", "kill_interval_s=0", "--set", "pause_interval_s=0"])
     out = capsys.readouterr().out
     assert code == 3
-    assert "checker not available" in out and f"run directory: {tmp_path / 'run'}" in out
+    assert "verdict: inconclusive" in out and f"run directory: {tmp_path / 'run'}" in out
     assert load_run_info(tmp_path / "run").status == "timeout"
+    assert json.loads((tmp_path / "run" / "verdict.json").read_text())["result"] == "inconclusive"
+
+
+def test_cli_refuses_a_single_process_store_before_creating_anything(tmp_path, capsys):
+    from soak.cli import main
+
+    assert main(["storm", "--store", "memory:", "--out", str(tmp_path / "run")]) == 2
+    captured = capsys.readouterr()
+    assert "lives inside one process" in captured.err and captured.out == ""
+    assert not (tmp_path / "run").exists()
 
 
 @pytest.mark.slow

@@ -26,6 +26,8 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--time-bound", type=float, metavar="S", help="seconds before an unfinished storm is inconclusive")
     parser.add_argument("--out", metavar="DIR", help="run directory (default: reports/<UTC timestamp>-<scenario>/)")
     parser.add_argument("--quiet", action="store_true", help="no live progress bars")
+    parser.add_argument("--no-report", action="store_true",
+                        help="skip report.html, the plots and junit.xml (`soak report DIR` writes them later)")
     parser.add_argument("--stop-on-suspect", action="store_true",
                         help="end the storm at the first stale or cross-run operation accepted (or answered "
                              "untyped); the checker still judges, and a stopped storm without a violation is "
@@ -105,6 +107,13 @@ def run_cli(args: argparse.Namespace) -> int:
         return EXIT_INCONCLUSIVE
     status = verdict.result
     print(f"verdict: {verdict.summary()}")
+    if not args.no_report:
+        try:
+            from soak.report import build_report
+
+            print(f"report: {build_report(run_dir)}")
+        except Exception as exc:  # the verdict stands; `soak report DIR` can rebuild the report later
+            print(f"report: not written ({type(exc).__name__}: {exc}); rebuild it with `soak report {run_dir}`")
     print(f"run directory: {run_dir}")
     if status == "fail":
         return EXIT_FAIL

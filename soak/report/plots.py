@@ -70,9 +70,10 @@ def timeline_png(data: RunData) -> bytes:
             bucket = stale_ok if op.outcome == "ok" else stale_refused
             bucket[op.process].append(data.seconds(op.invoke_ns))
     for proc, xs in stale_refused.items():
-        ax.plot(xs, [rows[proc]] * len(xs), linestyle="none", marker="|", color="green", markersize=7)
+        ax.plot(xs, [rows[proc]] * len(xs), linestyle="none", marker="|", color="darkgreen", markersize=12,
+                markeredgewidth=1.5, zorder=3)
     for proc, xs in stale_ok.items():
-        ax.plot(xs, [rows[proc]] * len(xs), linestyle="none", marker="*", color="red", markersize=11)
+        ax.plot(xs, [rows[proc]] * len(xs), linestyle="none", marker="*", color="red", markersize=11, zorder=4)
     for x, clause in violation_times(data)[:50]:
         ax.axvline(x, color="red", linewidth=0.8, alpha=0.7)
     ax.set_yticks(range(len(rows)), list(rows))

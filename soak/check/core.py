@@ -31,6 +31,7 @@ tenure surely ended are judged from the history as well (`concurrent-boot`, `ttl
 from __future__ import annotations
 
 import bisect
+import gc
 import sys
 from array import array
 from collections.abc import Callable, Iterable, Sequence
@@ -1320,6 +1321,23 @@ def check(
     slack for "surely live" (default: `default_margin_ns`).
     """
     runs = tuple(runs)
+    # The scan allocates millions of short-lived, acyclic objects (operations, tuples) while its
+    # summaries grow: the cyclic collector would re-traverse them for nothing (18% of the time at
+    # 1M operations). Reference counting still frees everything; the caller's setting is restored.
+    gc_was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return _check(ops, snapshot, lease_ttl_ms=lease_ttl_ms, runs=runs, cross_runs=cross_runs, status=status,
+                      quorum=quorum, margin_ms=margin_ms, checkers=checkers)
+    finally:
+        if gc_was_enabled:
+            gc.enable()
+
+
+def _check(ops: Iterable[Operation | Any], snapshot: Any, *, lease_ttl_ms: int, runs: tuple[str, ...],
+           cross_runs: Iterable[str], status: str, quorum: str, margin_ms: float | None,
+           checkers: Sequence[tuple[str, Checker]] | None) -> Verdict:
+    """`check` with the cyclic collector already paused."""
     try:
         facts = scan(ops, snapshot, lease_ttl_ms=lease_ttl_ms, runs=runs, cross_runs=cross_runs,
                      status=status, quorum=quorum, margin_ms=margin_ms)

@@ -5,7 +5,7 @@ the kernel before it calls the store, so a SIGKILL loses at most the completion 
 operation in flight. Records are Jepsen-shaped: an `invoke` line, then one completion line
 with the same process and index: `ok` (happened), `fail` (refused typed: definitely did not
 happen) or `info` (unknown). A worker that dies mid-call leaves an invoke with no completion;
-the reader turns it into an `info` operation, never into `ok` or `fail`.
+the reader (`operations`) turns it into an `info` operation, never into `ok` or `fail`.
 
 Line format (compact keys, one object per line)::
 
@@ -53,7 +53,6 @@ __all__ = [
     "Record",
     "now_ns",
     "operations",
-    "pair",
     "decode_line",
     "payload_for",
     "read_records",
@@ -259,48 +258,6 @@ def read_records(path: str | os.PathLike[str]) -> Iterator[Record]:
                 raise HistoryCorruptError(f"{path}:{lineno}: unreadable history record ({exc})") from exc
 
 
-def pair(records: Iterable[Record]) -> Iterator[Operation | Record]:
-    """Pair invokes with completions per process; events pass through as records.
-
-    Raises `HistoryCorruptError` on a completion without an invocation or a second
-    invocation while one is pending on the same process (a worker makes one call at a time).
-    """
-    pending: dict[str, Record] = {}
-    for rec in records:
-        if rec.type == "event":
-            yield rec
-        elif rec.type == "invoke":
-            if rec.process in pending:
-                prev = pending[rec.process]
-                raise HistoryCorruptError(
-                    f"process {rec.process}: invoke {rec.index} while invoke {prev.index} is pending"
-                )
-            pending[rec.process] = rec
-        elif rec.type in COMPLETIONS:
-            inv = pending.pop(rec.process, None)
-            if inv is None or inv.index != rec.index:
-                raise HistoryCorruptError(f"process {rec.process}: completion {rec.index} without its invoke")
-            yield Operation(
-                process=inv.process,
-                index=inv.index,
-                f=inv.f,
-                run=inv.run,
-                lease=inv.lease,
-                intent=inv.intent,
-                args=inv.value,
-                outcome=rec.type,
-                result=rec.value,
-                error=rec.error,
-                message=rec.message,
-                invoke_ns=inv.time,
-                complete_ns=rec.time,
-            )
-        else:
-            raise HistoryCorruptError(f"process {rec.process}: unknown record type {rec.type!r}")
-    for inv in pending.values():
-        yield _incomplete(inv)
-
-
 def _incomplete(inv: Record) -> Operation:
     """An invocation that never completed: unknown, concurrent with everything after it."""
     return Operation(
@@ -323,9 +280,10 @@ def _incomplete(inv: Record) -> Operation:
 def operations(paths: Iterable[str | os.PathLike[str]]) -> Iterator[Operation | Record]:
     """Every operation and event of a run's history files, file by file.
 
-    Yields what `pair(read_records(path))` yields for each file, with the same truncated-line
-    and pairing rules, but decodes and pairs in one loop without intermediate `Record`s (the
-    checker's hot path); errors name the file and line.
+    Invokes are paired with their completions per process (a worker makes one call at a time);
+    an invoke left without one becomes an `info` operation; events pass through as `Record`s; a
+    truncated last line is dropped. Any other unreadable line, a completion without its invoke
+    or a second pending invoke raises `HistoryCorruptError` naming the file and line.
     """
     for p in sorted(Path(x) for x in paths):
         yield from _file_operations(p)

@@ -1,4 +1,4 @@
-"""The fused fast reader (`soak.history.operations`) yields exactly what `pair(read_records())` does."""
+"""The history reader (`soak.history.operations`): pairing, unknown outcomes, truncated and corrupt lines."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from soak.history import HistoryCorruptError, HistoryWriter, operations, pair, read_records
+from soak.history import HistoryCorruptError, HistoryWriter, Operation, Record, operations
 from soak.spi import Lease
 
 
@@ -24,16 +24,23 @@ def _write(path: Path) -> None:
     w.close()
 
 
-def test_fast_reader_matches_the_reference_pairing(tmp_path: Path):
+def test_reader_pairs_invokes_with_completions_and_keeps_the_unknown(tmp_path: Path):
     path = tmp_path / "w1.1.jsonl"
     _write(path)
     with open(path, "ab") as fh:
-        fh.write(b'{"t":"ok","p":"w1.1","i":4,"ts":1')  # truncated completion
-    fast = list(operations([path]))
-    slow = list(pair(read_records(path)))
-    assert fast == slow
-    assert [getattr(o, "outcome", "event") for o in fast] == ["ok", "event", "fail", "info", "info"]
-    assert fast[-1].complete_ns is None and fast[2].lease is fast[3].lease  # leases are shared
+        fh.write(b'{"t":"ok","p":"w1.1","i":4,"ts":1')  # truncated completion: stays unknown
+    got = list(operations([path]))
+    assert [type(x) for x in got] == [Operation, Record, Operation, Operation, Operation]
+    acquire, stall, append, meta, blob = got
+    assert (acquire.f, acquire.outcome, acquire.result, acquire.lease) == ("acquire", "ok", {"epoch": 3}, None)
+    assert (stall.kind, stall.value) == ("stall", {"ms": 5})
+    assert (append.outcome, append.error, append.message) == ("fail", "LeaseHeldError", "held")
+    assert append.result == {"holder": ["r1", "w2.1", 4]} and append.args["seq"] == 1
+    assert (meta.outcome, meta.error, meta.intent) == ("info", "RuntimeError", "stale")
+    assert (blob.f, blob.outcome, blob.error, blob.complete_ns) == ("blob_put", "info", "Incomplete", None)
+    assert blob.invoke_ns > 0 and append.complete_ns >= append.invoke_ns
+    assert append.lease == Lease("r1", "w1.1", 3) and append.lease is meta.lease  # leases are shared
+    assert [op.tag for op in (acquire, append, meta, blob)] == ["w1.1#0", "w1.1#1", "w1.1#2", "w1.1#3"]
 
 
 @pytest.mark.parametrize("line", [b'{"t":"ok","p":\n', b'{"t":"ok","p":"w9.1","i":0,"ts":5,"v":{}}\n',

@@ -89,6 +89,11 @@ class Scenario:
     # cooperative stalls
     stall_prob: float = 0.4
     stall_factor: float = 1.4
+    # the share of tenures that end with a struck edge write (the worker stops itself inside it,
+    # soak.storm.strike, and the nemesis holds it past the lease while a successor takes over);
+    # also the chance an `edge` write of the mix is struck. Tenures end with a stall
+    # (stall_prob), a strike (strike_prob) or else a release.
+    strike_prob: float = 0.0
     # real pauses (SIGSTOP ... SIGCONT); 0 disables
     pause_interval_s: float = 0.8
     pause_ms: int = 0  # 0: 1.6 x lease_ttl_ms
@@ -160,6 +165,7 @@ _FIELDS: dict[str, tuple[Any, str]] = {
     "busy_retries": _int(0),
     "stall_prob": _num(0, 1),
     "stall_factor": _num(1, open_lo=True),
+    "strike_prob": _num(0, 1),
     "pause_interval_s": _num(0),
     "pause_ms": _int(0),
     "pause_in_call_bias": _num(0, 1),
@@ -221,6 +227,11 @@ def _build(data: dict[str, Any], source: str) -> Scenario:
             raise ScenarioError(f"{_where(source)}: key 'quorum.{key}' must be an integer >= 0, got {value!r}")
         quorum[key] = value
     scenario = dataclasses.replace(base, mix=mix, quorum=quorum, **kwargs)
+    if scenario.stall_prob + scenario.strike_prob > 1:
+        raise ScenarioError(
+            f"{_where(source)}: keys 'stall_prob' ({scenario.stall_prob:g}) and 'strike_prob' "
+            f"({scenario.strike_prob:g}) are shares of the tenures and must sum to at most 1"
+        )
     if scenario.ops_max < scenario.ops_min:
         raise ScenarioError(
             f"{_where(source)}: key 'ops_max' ({scenario.ops_max}) must be >= 'ops_min' ({scenario.ops_min})"

@@ -4,6 +4,14 @@ Driven by the orchestrator's loop on a seeded schedule; every action is an event
 `history/nemesis.jsonl` naming the target process, its pid, whether it was inside a store call
 (`in_call`, read from the worker's shared state *after* the stop took effect, so the flag is the
 frozen truth) and the op index and surface in flight. Cooperative stalls are the workload's.
+
+Strikes (`soak.storm.strike`) are stops a worker's own kernel timer lands inside one store call.
+The nemesis finds the stopped worker; a stop that landed outside the call is let go at once, one
+inside it is held (a `pause` event with `strike: true`) until the worker's lease has expired and
+a successor holds the run and has made four more calls (its first reads of the run have
+completed), or until another worker has been stuck inside a call for a quarter of the ttl (the
+held call blocks the store: nobody has started a call since either), or at most twice the pause length past the lease's expiry. Once the lease has expired, a
+worker without a tenure is asked (shared `WANTED` slot) to take the run over next.
 """
 
 from __future__ import annotations
@@ -16,12 +24,42 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from soak.history import MUTATIONS, HistoryWriter, now_ns
-from soak.storm.worker import IN_CALL, OP_INDEX, PHASE, RUNNING, SINCE_NS, SURFACE, SURFACES
+from soak.storm.strike import MODES
+from soak.storm.worker import (
+    IN_CALL,
+    OP_INDEX,
+    PHASE,
+    RUNNING,
+    SINCE_NS,
+    STRIKE,
+    SURFACE,
+    SURFACES,
+    TENURE_EPOCH,
+    TENURE_EXPIRES_NS,
+    TENURE_KEY,
+    WANTED,
+)
 
 __all__ = ["Nemesis", "WorkerHandle", "call_state"]
 
 _AIM_S = 0.05  # how long an aimed strike watches for a worker inside a store call
 _MUTATION_CODES = frozenset(SURFACES.index(f) for f in MUTATIONS)
+_SUCCESSOR_CALLS = 4  # calls a successor makes after its grant before a struck holder is let go
+
+
+@dataclass(eq=False)
+class _Hold:
+    """Why a struck worker is held: its tenure, and what lets it go."""
+
+    key: int
+    epoch: int
+    expires_ns: int  # the latest its lease can expire (published by the worker)
+    cap_ns: int
+    idle_ns: int
+    successor: tuple[Any, int] | None = None  # (handle, its op index when first seen)
+    asked: bool = False  # a worker was asked to take the run over
+    progress: int = -1  # the other workers' op indices summed, and since when unchanged
+    progress_ns: int = 0
 
 
 @dataclass(eq=False)
@@ -35,6 +73,7 @@ class WorkerHandle:
     process: Any  # multiprocess Process
     state: Any  # shared array (see soak.storm.worker)
     paused_since: int | None = None  # monotonic ns of the SIGSTOP
+    hold: _Hold | None = None  # set while a strike is held
     pause_credit: dict[int, int] = field(default_factory=dict)  # op index -> ns spent paused
     killed: bool = False
     reaped: bool = False
@@ -73,6 +112,27 @@ def _proc_state(pid: int) -> bytes:
         return b""
 
 
+def _syscall(pid: int) -> str:
+    """Where a stopped process was: the name or number of the system call it was in, or `user`."""
+    try:
+        with open(f"/proc/{pid}/syscall") as fh:
+            first = fh.read().split()[:1]
+    except OSError:
+        return "?"
+    if not first:
+        return "?"
+    if first[0] in ("-1", "running"):
+        return "user"
+    return _SYSCALL_NAMES.get(first[0], first[0])
+
+
+#: x86-64 numbers of the system calls a store call commonly blocks in (others are shown as numbers)
+_SYSCALL_NAMES = {"0": "read", "1": "write", "7": "poll", "17": "pread64", "18": "pwrite64", "23": "select",
+                  "35": "nanosleep", "44": "sendto", "45": "recvfrom", "72": "fcntl", "73": "flock",
+                  "74": "fsync", "75": "fdatasync", "202": "futex", "230": "clock_nanosleep", "232": "epoll_wait",
+                  "270": "pselect6", "271": "ppoll"}
+
+
 def _is_stopped(pid: int) -> bool:
     return _wait_stopped(pid, 0.0)
 
@@ -107,6 +167,7 @@ class Nemesis:
         self.next_kill = self._after(start, scenario.kill_interval_s)
         self.pause_ns = scenario.effective_pause_ms * 1_000_000
         self.paused: list[WorkerHandle] = []
+        self.strikes = {"held": 0, "missed": 0}
 
     def _after(self, t: int, mean_s: float) -> int | None:
         if mean_s <= 0:
@@ -178,8 +239,13 @@ class Nemesis:
         """Act on the schedule; returns the workers killed (the orchestrator replaces them)."""
         now = now_ns()
         killed: list[WorkerHandle] = []
+        self.find_strikes(workers, now)
         for w in list(self.paused):
-            if w.paused_since is not None and now - w.paused_since >= self.pause_ns:
+            if w.hold is not None:
+                why = self._let_go(w, workers, now)
+                if why:
+                    self.resume(w, why)
+            elif w.paused_since is not None and now - w.paused_since >= self.pause_ns:
                 self.resume(w)
         if self.next_pause is not None and now >= self.next_pause:
             struck = self._strike(workers, self.sc.pause_in_call_bias)
@@ -194,6 +260,67 @@ class Nemesis:
             self.next_kill = self._after(now, self.sc.kill_interval_s)
         return killed
 
+    def find_strikes(self, workers: list[WorkerHandle], now: int) -> None:
+        """Hold the workers a strike stopped inside a store call; let every other stray stop go."""
+        for w in workers:
+            if w.paused_since is not None or w.killed or not w.alive() or not _is_stopped(w.pid):
+                continue
+            st = w.state
+            key = int(st[TENURE_KEY])
+            if not (st[STRIKE] and st[IN_CALL] and key >= 0):
+                # landed after the call (or the timer raced its disarm): a stop of microseconds
+                self._cont(w)
+                self.strikes["missed"] += 1
+                continue
+            expires = int(st[TENURE_EXPIRES_NS])
+            idle = max(20_000_000, self.sc.lease_ttl_ms * 250_000)  # a quarter of the ttl, at least 20 ms
+            w.hold = _Hold(key, int(st[TENURE_EPOCH]), expires, max(expires, now) + 2 * self.pause_ns, idle)
+            w.paused_since = now
+            self.paused.append(w)
+            self.strikes["held"] += 1
+            self.log("pause", {"target": w.name, "pid": w.pid, "stopped": True, "strike": True,
+                               "strike_mode": MODES[int(st[STRIKE]) - 1], "syscall": _syscall(w.pid),
+                               "lease_left_ms": round((expires - now) / 1e6, 3), **call_state(w)})
+
+    @staticmethod
+    def _let_go(w: WorkerHandle, workers: list[WorkerHandle], now: int) -> str | None:
+        """Why a struck worker may go now: a successor works its run, nobody moves, or the cap."""
+        h = w.hold
+        if now >= h.cap_ns:
+            return "cap"
+        if now < h.expires_ns:
+            return None
+        others = [o for o in workers if o is not w and not o.killed and o.alive()]
+        for o in others:
+            if int(o.state[TENURE_KEY]) == h.key and int(o.state[TENURE_EPOCH]) > h.epoch:
+                op = int(o.state[OP_INDEX])
+                if h.successor is None or h.successor[0] is not o:
+                    h.successor = (o, op)
+                elif op >= h.successor[1] + _SUCCESSOR_CALLS:
+                    return "successor"
+                break
+        else:
+            if h.successor is not None:
+                return "successor-ended"
+            if not h.asked:  # ask a worker without a tenure to take the run over
+                free = [o for o in others if o.paused_since is None and int(o.state[TENURE_KEY]) < 0]
+                if free:
+                    min(free, key=lambda o: o.slot).state[WANTED] = h.key + 1
+                    h.asked = True
+        # the held call blocks the store (holds its lock): since it stopped, no other worker has
+        # started a call for a while, and one is stuck inside a call
+        total = sum(int(o.state[OP_INDEX]) for o in others)
+        if total != h.progress:
+            h.progress, h.progress_ns = total, now
+        quiet = now - h.idle_ns
+        if any(o.paused_since is not None and o.paused_since < w.paused_since for o in others):
+            return None  # a worker held since before may be what blocks the store
+        if h.progress_ns <= quiet and any(
+                o.paused_since is None and o.state[IN_CALL] and max(int(o.state[SINCE_NS]), w.paused_since) <= quiet
+                for o in others):
+            return "blocked"
+        return None
+
     def pause(self, w: WorkerHandle, attempts: int = 0) -> None:
         """Hold a worker stopped (already stopped by `_strike`, or stop it now) for `pause_ms`."""
         if not attempts and not _is_stopped(w.pid):
@@ -203,7 +330,7 @@ class Nemesis:
         self.log("pause", {"target": w.name, "pid": w.pid, "stopped": _is_stopped(w.pid),
                            "ms": self.sc.effective_pause_ms, "attempts": attempts, **call_state(w)})
 
-    def resume(self, w: WorkerHandle) -> None:
+    def resume(self, w: WorkerHandle, why: str | None = None) -> None:
         if w.paused_since is None:
             return
         try:
@@ -215,13 +342,20 @@ class Nemesis:
             op = int(w.state[OP_INDEX])
             w.pause_credit[op] = w.pause_credit.get(op, 0) + paused_ns
         w.paused_since = None
+        hold, w.hold = w.hold, None
         if w in self.paused:
             self.paused.remove(w)
-        self.log("resume", {"target": w.name, "pid": w.pid, "paused_ms": round(paused_ns / 1e6, 3)})
+        extra = {} if hold is None else {"successor": None if hold.successor is None else hold.successor[0].name,
+                                         "why": why}
+        self.log("resume", {"target": w.name, "pid": w.pid, "paused_ms": round(paused_ns / 1e6, 3), **extra})
 
-    def resume_all(self) -> None:
+    def resume_all(self, workers: list[WorkerHandle] = ()) -> None:
+        """Continue every held worker, and any other worker found stopped (a strike not yet seen)."""
         for w in list(self.paused):
             self.resume(w)
+        for w in workers:
+            if not w.killed and w.alive() and _is_stopped(w.pid):
+                self._cont(w)
 
     def kill(self, w: WorkerHandle, kind: str = "kill", **extra: Any) -> None:
         """SIGKILL a worker mid-operation; the call in flight stays unknown in its history."""
@@ -241,4 +375,5 @@ class Nemesis:
         if was_paused and w in self.paused:
             self.paused.remove(w)
         w.paused_since = None
+        w.hold = None
         self.log(kind, {"target": w.name, "pid": w.pid, "paused": was_paused, **st, **extra})

@@ -61,7 +61,7 @@ from soak.workloads import get_workload
 
 __all__ = ["default_run_dir", "run_storm"]
 
-_TICK_S = 0.02
+_TICK_S = 0.005
 STORE_DIR = "store"
 QUORUM_FILE = "quorum.jsonl"
 
@@ -230,7 +230,7 @@ class _Storm:
 
     def stop_all(self) -> dict[str, Any]:
         """Stop flag, grace period, then SIGKILL; reap every worker and verify none survives."""
-        self.nemesis.resume_all()
+        self.nemesis.resume_all(self.live())
         self.stop_flag.value = 1
         deadline = time.monotonic() + self.sc.grace_s
         while time.monotonic() < deadline and any(h.process.is_alive() for h in self.live()):
@@ -353,6 +353,7 @@ class _Storm:
             info.error = (f"store calls hung past call_timeout_s={self.sc.call_timeout_s:g} s and were killed "
                           f"({calls}); their operations are unknown")
         extra["hung_calls"] = dict(self.hung)
+        extra["strikes"] = dict(self.nemesis.strikes)
         self.quorum.poll()
         self.quorum.finish()
         self._sample(now_ns() - start)

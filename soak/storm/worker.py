@@ -30,9 +30,14 @@ __all__ = [
     "worker_main",
 ]
 
-#: Indices into a worker's shared state array.
-IN_CALL, OP_INDEX, SINCE_NS, SURFACE, PHASE = range(5)
-SLOTS = 5
+#: Indices into a worker's shared state array. `STRIKE` is 1 while a strike timer is armed for
+#: the call in flight (`soak.storm.strike`); `TENURE_KEY` (index into the workload's run ids,
+#: -1 for none), `TENURE_EPOCH` and `TENURE_EXPIRES_NS` publish the tenure the worker holds and
+#: the latest monotonic instant its lease can expire (completion of its grant or renewal + ttl).
+#: `WANTED` is set by the nemesis (key index + 1) to ask a worker without a tenure to take that
+#: run over next: the successor a held strike waits for.
+IN_CALL, OP_INDEX, SINCE_NS, SURFACE, PHASE, STRIKE, TENURE_KEY, TENURE_EPOCH, TENURE_EXPIRES_NS, WANTED = range(10)
+SLOTS = 10
 #: Worker phases (shared `PHASE` slot).
 STARTING, RUNNING, BOOT_FAILED, DONE, CRASHED, READY, BOOTING = range(7)
 PHASES = ("starting", "running", "boot-failed", "done", "crashed", "ready", "booting")
@@ -100,14 +105,40 @@ def worker_main(spec: WorkerSpec, state: Any, stop: Any, go: Any) -> None:
     from soak.spi import StoreError
     from soak.workloads import WorkerContext, get_workload
 
-    def enter(index: int, f: str) -> None:
+    from soak.storm.strike import MODES, StrikeTimer
+
+    timer = StrikeTimer()
+    keys = {k: i for i, k in enumerate(get_workload(spec.scenario.workload).run_ids(spec.scenario))}
+    state[TENURE_KEY] = -1
+
+    def enter(index: int, f: str, strike: Any = None) -> None:
         state[OP_INDEX] = index
         state[SURFACE] = _SURFACE_CODE.get(f, 0)
         state[SINCE_NS] = time.monotonic_ns()
         state[IN_CALL] = 1
+        if strike is not None:
+            state[STRIKE] = 1 + MODES.index(strike[1])
+            timer.arm(strike)
 
     def leave() -> None:
         state[IN_CALL] = 0
+        if state[STRIKE]:
+            timer.disarm()
+            state[STRIKE] = 0
+
+    run_ids = list(keys)
+
+    def wanted() -> str | None:
+        want = int(state[WANTED])
+        if not want:
+            return None
+        state[WANTED] = 0
+        return run_ids[want - 1] if 0 < want <= len(run_ids) else None
+
+    def publish_tenure(key: str | None, epoch: int = 0, expires_ns: int = 0) -> None:
+        state[TENURE_EPOCH] = epoch
+        state[TENURE_EXPIRES_NS] = expires_ns
+        state[TENURE_KEY] = keys.get(key, -1) if key is not None else -1
 
     writer = HistoryWriter(Path(spec.history_dir) / f"{spec.process}.jsonl", spec.process)
     writer.event("start", {"pid": os.getpid(), "seed": spec.seed, "slot": spec.slot,
@@ -142,6 +173,9 @@ def worker_main(spec: WorkerSpec, state: Any, stop: Any, go: Any) -> None:
         should_stop=lambda: bool(stop.value),
         enter_call=enter,
         leave_call=leave,
+        publish_tenure=publish_tenure,
+        wanted=wanted,
+        can_strike=timer.available,
     )
     try:
         get_workload(sc.workload).worker_loop(ctx)

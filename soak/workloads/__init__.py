@@ -13,6 +13,7 @@ publishes "inside a store call" to the orchestrator while the call runs.
 from __future__ import annotations
 
 import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
@@ -62,13 +63,47 @@ class WorkerContext:
     scenario: Scenario
     process: str
     should_stop: Callable[[], bool]
-    enter_call: Callable[[int, str], None] = lambda index, f: None
+    enter_call: Callable[..., None] = lambda index, f, strike=None: None
     leave_call: Callable[[], None] = lambda: None
+    #: publish the tenure this worker holds: (run id or None, epoch, latest monotonic ns it can expire)
+    publish_tenure: Callable[..., None] = lambda key, epoch=0, expires_ns=0: None
+    #: the run the nemesis asks this worker to take over next (read once), or None
+    wanted: Callable[[], str | None] = lambda: None
+    #: True where the worker can stop itself inside a call (`strike_next_call`)
+    can_strike: bool = False
     counters: dict[Any, int] = field(default_factory=dict)
+    _strike: bool = False
+    _durations: dict[str, deque[int]] = field(default_factory=dict)
 
     def next_tag(self) -> str:
         """The tag the next invoke will carry (`process#index`)."""
         return f"{self.process}#{self.writer.next_index()}"
+
+    def strike_next_call(self) -> bool:
+        """Have the next store call struck: the worker stops itself at a random point inside it.
+
+        The point is a random boundary between two steps of the store's code, or a random
+        instant (see `soak.storm.strike`); one after the call returned is a miss the nemesis
+        lets go at once. The nemesis holds a stop that landed inside the call past the lease
+        (see `soak.storm.nemesis`). Returns False where strikes are unavailable.
+        """
+        self._strike = self.can_strike
+        return self._strike
+
+    def _strike_plan(self, f: str) -> Any:
+        """One strike of a call of surface `f` (see `soak.storm.strike`): mode step three times in four.
+
+        Kernel mode's lead is uniform over 1.5 x the median of this worker's recent calls of the
+        surface (waits included), its delay over 1.5 x their lower quartile (about the work of
+        a call that did not wait).
+        """
+        from soak.storm.strike import Strike
+
+        recent = sorted(self._durations.get(f, ())) or [100_000]
+        median, low = recent[len(recent) // 2], recent[len(recent) // 4]
+        rnd = self.rng.random
+        mode = "kernel" if rnd() < 0.25 else "step"
+        return Strike(f, mode, 1 + int(rnd() * 1.5 * median), 1 + int(rnd() * 1.5 * low), rnd())
 
     def op(
         self,
@@ -86,20 +121,33 @@ class WorkerContext:
         indeterminate (`info`, with the message): it may or may not have applied.
         """
         index = self.writer.invoke(f, run, lease, intent, value)
-        self.enter_call(index, f)
+        strike = None
+        if self._strike:
+            self._strike = False
+            strike = self._strike_plan(f)
+        started = time.perf_counter_ns()
+        self.enter_call(index, f, strike)
         try:
             result = call()
         except StoreError as exc:
-            self.leave_call()
+            self._left(f, started, strike)
             self.writer.complete(index, "fail", _holder_value(exc), error=type(exc).__name__, message=str(exc))
             return Outcome("fail", None, exc)
         except Exception as exc:  # indeterminate: never guessed into ok or fail
-            self.leave_call()
+            self._left(f, started, strike)
             self.writer.complete(index, "info", error=type(exc).__name__, message=str(exc) or repr(exc))
             return Outcome("info", None, exc)
-        self.leave_call()
+        self._left(f, started, strike)
         self.writer.complete(index, "ok", ok_value(result) if ok_value else {})
         return Outcome("ok", result)
+
+    def _left(self, f: str, started: int, struck: Any) -> None:
+        self.leave_call()
+        if not struck:  # a struck call's duration includes the hold
+            recent = self._durations.get(f)
+            if recent is None:
+                recent = self._durations[f] = deque(maxlen=15)
+            recent.append(time.perf_counter_ns() - started)
 
     def mutation(
         self,

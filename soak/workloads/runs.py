@@ -169,38 +169,65 @@ class _Worker:
 
     def loop(self) -> None:
         while not self.ctx.should_stop():
-            run = self.rng.choice(self.main)
+            wanted = self.ctx.wanted()
+            run = wanted if wanted in self.main else self.rng.choice(self.main)
+            asked = time.monotonic()
             out = self.acquire(run, "live")
             if not out.ok:
                 self.sleep(self.rng.uniform(0.001, 0.006))  # held, busy or unknown: try another run
                 continue
-            self.tenure(out.result)
+            self.publish(out.result)
+            try:
+                self.tenure(out.result, asked)
+            finally:
+                self.ctx.publish_tenure(None)
 
-    def edge_write(self, lease: Lease, since: float, tail: int | None) -> tuple[Outcome | None, int | None]:
+    def publish(self, lease: Lease) -> None:
+        """Tell the nemesis which tenure this worker holds and the latest it can expire."""
+        self.ctx.publish_tenure(lease.run_id, lease.epoch, time.monotonic_ns() + self.sc.lease_ttl_ms * 1_000_000)
+
+    def edge_write(self, lease: Lease, since: float, tail: int | None,
+                   strike: bool = False) -> tuple[Outcome | None, int | None]:
         """Wait until the tenure is about to expire (by this worker's clock), then write.
 
         A holder writing at the very end of its tenure while others wait to take the run over
         is where a store whose fence check and write are not one unit lets a takeover in.
+        `since` is a lower bound of the last grant or renewal (the call's invoke time), so the
+        write is made while the lease is still live. With `strike`, the write is struck: the
+        worker stops itself at a random instant inside it and the nemesis holds it there past
+        the lease while a successor takes the run over and reads it; a store that lets the
+        write land after that shows it in the successor's reads.
         """
         ttl = self.sc.lease_ttl_ms / 1000.0
         self.sleep(since + ttl * (1.0 - self.rng.uniform(0.0, 0.04)) - time.monotonic())
         if self.ctx.should_stop():
             return None, tail
-        kind = self.rng.choice(("append", "put_meta", "blob_put"))
+        # a struck write favours the journal and meta, which every successor reads first
+        kind = self.rng.choices(("append", "put_meta", "blob_put"), (1, 2, 1) if strike else (1, 1, 1))[0]
+        if kind == "append" and tail is None:
+            tail = self.load_tail(lease.run_id, "live", lease)
+            if tail is None:
+                return None, None
+        if strike:
+            self.ctx.strike_next_call()
         if kind == "put_meta":
             return self.put_meta(lease.run_id, lease, "live"), tail
         if kind == "blob_put":
             return self.blob_put(self.blob_ref(lease.run_id), lease, "live"), tail
-        if tail is None:
-            tail = self.load_tail(lease.run_id, "live", lease)
-            if tail is None:
-                return None, None
-        out = self.append(lease.run_id, lease, "live", tail + 1)
-        return out, (tail + 1 if out.ok else None)
+        # a struck append skips a few seqs: if it lands late, after a successor's append at the
+        # tail + 1, the order guard lets it in and the journal shows the epoch inversion
+        seq = tail + (self.rng.randint(2, 4) if strike else 1)
+        out = self.append(lease.run_id, lease, "live", seq)
+        return out, (seq if out.ok else None)
 
-    def tenure(self, lease: Lease) -> None:
+    def tenure(self, lease: Lease, asked: float) -> None:
+        """One live tenure; `asked` is when the acquire was invoked (a lower bound of the grant)."""
         run = lease.run_id
-        since = time.monotonic()  # when this worker last saw its tenure granted or renewed
+        since = asked  # a lower bound of the latest grant or renewal of this tenure
+        # how the tenure ends: a stall past the ttl, a struck edge write, or a release
+        ending = self.rng.random()
+        stall = ending < self.sc.stall_prob
+        strike = not stall and self.ctx.can_strike and ending < self.sc.stall_prob + self.sc.strike_prob
         tail = self.read_back(lease, "live")
         lost = False
         for _ in range(self.rng.randint(self.sc.ops_min, self.sc.ops_max)):
@@ -236,8 +263,9 @@ class _Worker:
                 out = self.renew(lease, "live")
                 if out.ok:
                     since = started
+                    self.publish(lease)
             elif kind == "edge":
-                out, tail = self.edge_write(lease, since, tail)
+                out, tail = self.edge_write(lease, since, tail, strike=self.rng.random() < self.sc.strike_prob)
             elif kind == "read":
                 tail = self.read_back(lease, "live")
             elif kind == "side_cycle":
@@ -250,7 +278,16 @@ class _Worker:
         if lost:
             self.sweep(lease)
             return
-        if not self.ctx.should_stop() and self.rng.random() < self.sc.stall_prob:
+        if strike and not self.ctx.should_stop():
+            # end the tenure with a struck edge write, then give a successor a moment (the lease
+            # has expired by now) and sweep the dead lease, as after a stall
+            out, tail = self.edge_write(lease, since, tail, strike=True)
+            if out is not None and not out.refused(LeaseHeldError):
+                self.sleep(self.sc.lease_ttl_ms / 4000.0)
+            if not self.ctx.should_stop():
+                self.sweep(lease)
+            return
+        elif stall and not self.ctx.should_stop():
             ms = self.sc.stall_ms
             self.ctx.writer.event("stall", {"ms": ms, "lease": [lease.run_id, lease.owner, lease.epoch]})
             self.sleep(ms / 1000.0)

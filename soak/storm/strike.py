@@ -1,0 +1,149 @@
+"""Strikes: a worker stops itself (SIGSTOP) at a random point inside one store call.
+
+The nemesis cannot aim a signal inside a store call that lasts tens of microseconds: it polls
+shared memory every few milliseconds. So a worker about to make a call the workload wants
+struck arms a stop of its own, in one of two modes:
+
+- `step`: the stop lands between two steps of the store's own code. While the call runs, a
+  profile hook (`sys.setprofile`) counts the calls and returns it makes, C-level ones included
+  (a statement, a commit, a lock, a socket send); at the k-th, k uniform over the number this
+  surface's struck calls made before, the worker stops itself. Every boundary between two steps
+  is equally likely, however long a step waits for a lock or a reply: a store that checks its
+  fence in one step and writes in the next leaves its window open at one of them.
+- `kernel`: the stop lands at a random instant. An alarm (`SIGALRM`) after a random lead starts,
+  from its Python handler (so after the wait that often opens a call has ended), a POSIX timer
+  (`timer_create`, `SIGEV_SIGNAL`, `SIGSTOP`) with a random delay: the kernel stops the process
+  wherever it then is, inside C code or a system call too. This reaches stores written in C.
+
+Neither knows anything about the store. The nemesis finds the stopped worker, reads the frozen
+call state and holds it past its lease while a successor takes the run over (see
+`soak.storm.nemesis`). Linux only (`timer_create` in glibc); elsewhere `available` is False and
+no strike is armed.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import os
+import signal
+import sys
+from collections import deque
+
+__all__ = ["MODES", "Strike", "StrikeTimer"]
+
+MODES = ("kernel", "step")
+
+_CLOCK_MONOTONIC = 1
+_SIGEV_SIGNAL = 0
+_DEFAULT_STEPS = 64  # boundaries assumed in a call before any struck call of its surface was counted
+
+
+class _SigEvent(ctypes.Structure):
+    # struct sigevent on Linux: sigval (8), signo, notify, then a 48-byte union (64 bytes in all)
+    _fields_ = [("sigev_value", ctypes.c_void_p), ("sigev_signo", ctypes.c_int), ("sigev_notify", ctypes.c_int),
+                ("_pad", ctypes.c_int * 12)]
+
+
+class _TimeSpec(ctypes.Structure):
+    _fields_ = [("tv_sec", ctypes.c_long), ("tv_nsec", ctypes.c_long)]
+
+
+class _ITimerSpec(ctypes.Structure):
+    _fields_ = [("it_interval", _TimeSpec), ("it_value", _TimeSpec)]
+
+
+def _libc():
+    if not sys.platform.startswith("linux"):
+        return None
+    for name in (None, ctypes.util.find_library("rt")):
+        try:
+            lib = ctypes.CDLL(name, use_errno=True)
+            lib.timer_create  # noqa: B018 - probe the symbol
+            return lib
+        except (OSError, AttributeError):
+            continue
+    return None
+
+
+class Strike(tuple):
+    """One planned strike: (surface, mode, lead_ns, delay_ns, u) with u uniform in [0, 1)."""
+
+    __slots__ = ()
+
+    def __new__(cls, surface: str, mode: str, lead_ns: int, delay_ns: int, u: float):
+        return super().__new__(cls, (surface, mode, lead_ns, delay_ns, u))
+
+
+class StrikeTimer:
+    """One worker process's strikes (create it in the main thread: it owns `SIGALRM`)."""
+
+    def __init__(self) -> None:
+        self._lib = _libc()
+        self._timer = ctypes.c_void_p()
+        self._stage = 0  # kernel mode: 1 while the lead alarm is pending
+        self._delay_ns = 0
+        self._steps: dict[str, deque[int]] = {}  # surface -> boundaries counted in recent struck calls
+        self._counting: tuple[str, int] | None = None  # step mode: (surface, stop at this boundary)
+        self._seen = 0
+        self.available = False
+        if self._lib is None:
+            return
+        ev = _SigEvent()
+        ev.sigev_notify = _SIGEV_SIGNAL
+        ev.sigev_signo = int(signal.SIGSTOP)
+        if self._lib.timer_create(_CLOCK_MONOTONIC, ctypes.byref(ev), ctypes.byref(self._timer)) == 0:
+            signal.signal(signal.SIGALRM, self._on_alarm)
+            self.available = True
+
+    # -- kernel mode --------------------------------------------------------------------------
+
+    def _on_alarm(self, signum: int, frame: object) -> None:
+        if self._stage == 1:
+            self._stage = 0
+            self._set(self._delay_ns)
+
+    def _set(self, delay_ns: int) -> None:
+        spec = _ITimerSpec()
+        spec.it_value.tv_sec, spec.it_value.tv_nsec = divmod(max(0, delay_ns), 1_000_000_000)
+        self._lib.timer_settime(self._timer, 0, ctypes.byref(spec), None)
+
+    # -- step mode ----------------------------------------------------------------------------
+
+    def _on_event(self, frame, event: str, arg) -> None:
+        self._seen += 1
+        if self._counting is not None and self._seen == self._counting[1]:
+            os.kill(os.getpid(), signal.SIGSTOP)
+
+    # -- both -----------------------------------------------------------------------------------
+
+    def arm(self, strike: Strike) -> None:
+        """Arm `strike` for the store call that starts now."""
+        if not self.available:
+            return
+        surface, mode, lead_ns, delay_ns, u = strike
+        if mode == "step":
+            counts = sorted(self._steps.get(surface, ())) or [_DEFAULT_STEPS]
+            self._seen = 0
+            self._counting = (surface, 1 + int(u * counts[len(counts) // 2]))
+            sys.setprofile(self._on_event)
+        else:
+            self._delay_ns, self._stage = max(1, delay_ns), 1
+            signal.setitimer(signal.ITIMER_REAL, max(1, lead_ns) / 1e9)
+
+    def disarm(self) -> None:
+        if not self.available:
+            return
+        if self._counting is not None:
+            sys.setprofile(None)
+            surface = self._counting[0]
+            self._counting = None
+            seen = self._steps.get(surface)
+            if seen is None:
+                seen = self._steps[surface] = deque(maxlen=9)
+            seen.append(self._seen)
+        if self._stage:
+            self._stage = 0
+            signal.setitimer(signal.ITIMER_REAL, 0)
+        self._set(0)
+

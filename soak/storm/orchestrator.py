@@ -126,7 +126,8 @@ class _Storm:
         self.rng = random.Random(derive_seed(scenario.seed, -1, 0))
         self.events = HistoryWriter(run_dir / EVENTS_FILE, "nemesis")
         self.nemesis = Nemesis(scenario, self.rng, self.events)
-        self.quorum = QuorumTracker(self.history_dir, self.workload.new_counter(), scenario.quorum)
+        self.quorum = QuorumTracker(self.history_dir, self.workload.new_counter(), scenario.quorum,
+                                    scenario.lease_ttl_ms)
         self.timeline = open(run_dir / QUORUM_FILE, "a")  # one line of counts per second, written live
         self.hung: dict[str, int] = {}  # surface -> store calls killed for exceeding call_timeout_s
 

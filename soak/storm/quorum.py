@@ -12,6 +12,9 @@ A suspect is a hint, never a verdict. A lease accepted on another run counts at 
 operation under a lease of its own run counts only once the tailer has seen a later epoch of
 that run granted (completed) before the operation was invoked, the checker's own test of
 staleness: a merely expired, unsuperseded lease may be accepted or refused either way.
+An acquire refused (`LeaseHeldError`) naming as holder a tenure whose grant and every renew of
+it had completed more than twice the ttl before the acquire was invoked, with no renew of it in
+flight and no release, is a suspect too (`ttl-honoured`: an expired tenure still blocks).
 With the scenario's `stop_on_suspect` the storm ends at the first one and the checker judges.
 """
 
@@ -30,12 +33,15 @@ __all__ = ["QuorumTracker", "SUSPECT_INTENTS"]
 SUSPECT_INTENTS = frozenset({"stale", "cross"})
 #: How long (monotonic ns) an accepted stale operation waits for a grant line that supersedes it.
 _CANDIDATE_WINDOW_NS = 5_000_000_000
+#: How far past a refused acquire the tailer reads before judging it (renews invoked before it are seen).
+_SETTLE_NS = 500_000_000
 
 
 class QuorumTracker:
     """Incremental history tailer plus quorum thresholds."""
 
-    def __init__(self, history_dir: str | Path, counter: QuorumCounter, thresholds: dict[str, int]) -> None:
+    def __init__(self, history_dir: str | Path, counter: QuorumCounter, thresholds: dict[str, int],
+                 lease_ttl_ms: int | None = None) -> None:
         self.dir = Path(history_dir)
         self.counter = counter
         self.thresholds = dict(thresholds)
@@ -52,6 +58,12 @@ class QuorumTracker:
         # (invoke, how it ended): stale ops accepted or answered untyped, not yet known to be superseded
         self._candidates: list[tuple[dict[str, Any], str]] = []
         self._latest_ts = 0
+        # ttl-honoured: (run, epoch) -> latest completion of its grant or a renew; released tenures;
+        # refused acquires naming a holder, not yet judged
+        self._ttl_ns = None if lease_ttl_ms is None else lease_ttl_ms * 1_000_000
+        self._touched: dict[tuple[str, int], int] = {}
+        self._released: set[tuple[str, int]] = set()
+        self._held_refusals: list[tuple[dict[str, Any], tuple[str, int]]] = []
         # per worker incarnation: operations by outcome and the slowest call (starvation shows here)
         self.per_worker: dict[str, dict[str, Any]] = defaultdict(
             lambda: {"ops": 0, "ok": 0, "fail": 0, "info": 0, "unknown": 0, "worst_call_ms": 0.0,
@@ -137,12 +149,23 @@ class QuorumTracker:
         t = done.get("t") if done else None
         if done is not None:
             self._latest_ts = max(self._latest_ts, int(done.get("ts", 0)))
-        if t == "ok" and inv.get("f") == "acquire":
+        f = inv.get("f")
+        lease = inv.get("lease")
+        if t == "ok" and f == "acquire":
             epoch = (done.get("v") or {}).get("epoch")
             if isinstance(epoch, int):
                 self._grants[inv.get("run", "")].append((int(done.get("ts", 0)), epoch))
+                self._touch((inv.get("run", ""), epoch), int(done.get("ts", 0)))
             return
-        lease = inv.get("lease")
+        if done is not None and self._ttl_ns is not None:
+            if f == "renew" and lease:  # whatever its outcome: its completion bounds when it took effect
+                self._touch((lease[0], int(lease[2])), int(done.get("ts", 0)))
+            elif f == "release" and lease and t == "ok":
+                self._released.add((lease[0], int(lease[2])))
+            elif f == "acquire" and t == "fail" and done.get("err") == "LeaseHeldError":
+                holder = (done.get("v") or {}).get("holder")
+                if isinstance(holder, list) and len(holder) == 3 and isinstance(holder[2], int):
+                    self._held_refusals.append((inv, (holder[0], holder[2])))
         if inv.get("intent") not in SUSPECT_INTENTS or not lease or done is None:
             return
         if t == "ok" and lease[0] != inv.get("run", ""):
@@ -151,6 +174,33 @@ class QuorumTracker:
             self._candidates.append((inv, "accepted"))
         elif t == "info" and done.get("err"):
             self._candidates.append((inv, f"answered with untyped {done.get('err')}"))
+
+    def _touch(self, tenure: tuple[str, int], ts: int) -> None:
+        if ts > self._touched.get(tenure, 0):
+            self._touched[tenure] = ts
+
+    def _settle_held_refusals(self) -> None:
+        """Refused acquires whose named holder had surely expired become `ttl-honoured` suspects.
+
+        Judged once the tailer has read half a second past the acquire, so a renew invoked
+        before it has been seen: completed (its completion counts) or still in flight (no
+        judgement)."""
+        keep = []
+        for inv, tenure in self._held_refusals:
+            ts = int(inv.get("ts", 0))
+            if self._latest_ts - ts < _SETTLE_NS:
+                keep.append((inv, tenure))
+                continue
+            last = self._touched.get(tenure)
+            if last is None or tenure in self._released or ts - last <= 2 * self._ttl_ns:
+                continue
+            if any(p.get("f") == "renew" and p.get("lease") and (p["lease"][0], p["lease"][2]) == tenure
+                   for p in self._pending.values()):
+                continue
+            self._add_suspect(inv, f"acquire of run {tenure[0]} refused for epoch {tenure[1]}, whose grant and "
+                                   f"renewals had all completed {(ts - last) / 1e6:.0f} ms before (ttl "
+                                   f"{self._ttl_ns / 1e6:.0f} ms)")
+        self._held_refusals = keep
 
     def _settle_candidates(self) -> None:
         """Stale operations accepted (or answered untyped) become suspects once the tailer has seen a
@@ -165,6 +215,8 @@ class QuorumTracker:
             elif self._latest_ts - ts < _CANDIDATE_WINDOW_NS:
                 keep.append((inv, how))
         self._candidates = keep
+        if self._ttl_ns is not None:
+            self._settle_held_refusals()
 
     def _add_suspect(self, inv: dict[str, Any], reason: str) -> None:
         self.suspects.append({"process": inv.get("p"), "index": inv.get("i"), "f": inv.get("f"),

@@ -63,3 +63,47 @@ def test_released_epoch_is_not_a_takeover_and_events_count(tmp_path):
     assert counts["takeovers"] == 0 and counts["grants"] == 2
     assert counts["pauses"] == 2 and counts["pauses_in_call"] == 1 and counts["kills"] == 1 and counts["stalls"] == 1
     assert not q.met()
+
+
+def _lines(path, *records):
+    with open(path, "a") as fh:
+        for r in records:
+            fh.write(json.dumps(r) + "\n")
+
+
+def _held_refusal_suspects(tmp_path, *holder_ops):
+    """Epoch 1 of r0 granted at 1 s, `holder_ops` by its holder, an acquire refused for it at 1.8 s."""
+    ms = 1_000_000
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    q = QuorumTracker(tmp_path, get_workload("runs").new_counter(), {}, lease_ttl_ms=250)
+    lease = ["r0", "w0.1", 1]
+    _lines(tmp_path / "w0.1.jsonl",
+           {"t": "invoke", "p": "w0.1", "i": 0, "ts": 990 * ms, "f": "acquire", "run": "r0", "lease": None,
+            "intent": "live", "v": {"owner": "w0.1"}},
+           {"t": "ok", "p": "w0.1", "i": 0, "ts": 1000 * ms, "v": {"epoch": 1}},
+           *holder_ops)
+    _lines(tmp_path / "w1.1.jsonl",
+           {"t": "invoke", "p": "w1.1", "i": 0, "ts": 1800 * ms, "f": "acquire", "run": "r0", "lease": None,
+            "intent": "live", "v": {"owner": "w1.1"}},
+           {"t": "fail", "p": "w1.1", "i": 0, "ts": 1801 * ms, "err": "LeaseHeldError", "v": {"holder": lease}},
+           {"t": "invoke", "p": "w1.1", "i": 1, "ts": 2400 * ms, "f": "load", "run": "r1", "lease": None,
+            "intent": "live", "v": {}},
+           {"t": "ok", "p": "w1.1", "i": 1, "ts": 2401 * ms, "v": {}})
+    q.poll()
+    return [s["reason"] for s in q.suspects]
+
+
+def test_an_acquire_refused_for_a_long_expired_tenure_is_a_ttl_suspect(tmp_path):
+    (reason,) = _held_refusal_suspects(tmp_path)
+    assert "refused for epoch 1" in reason and "800 ms before" in reason
+
+
+def test_a_renewed_released_or_renewing_holder_is_no_ttl_suspect(tmp_path):
+    ms = 1_000_000
+    renew = {"t": "invoke", "p": "w0.1", "i": 1, "ts": 1500 * ms, "f": "renew", "run": "r0",
+             "lease": ["r0", "w0.1", 1], "intent": "live", "v": {}}
+    renewed = {"t": "ok", "p": "w0.1", "i": 1, "ts": 1501 * ms, "v": {}}
+    released = {**renew, "f": "release"}
+    assert _held_refusal_suspects(tmp_path / "renewed", renew, renewed) == []  # live until 1.75 s + margin
+    assert _held_refusal_suspects(tmp_path / "renewing", renew) == []  # a renew in flight may have landed
+    assert _held_refusal_suspects(tmp_path / "released", released, renewed) == []

@@ -38,6 +38,7 @@ def test_dump_round_trips(tmp_path):
         ({"workers": "many"}, "'workers'"),
         ({"lease_ttl_ms": 1.5}, "'lease_ttl_ms'"),
         ({"stall_prob": 2}, "'stall_prob' must be a number >= 0 and <= 1"),
+        ({"stall_prob": 0.6, "strike_prob": 0.6}, "'strike_prob' (0.6) are shares of the tenures"),
         ({"quorum.takeover": 5}, "'quorum.takeover'"),
         ({"quorum.takeovers": -1}, "'quorum.takeovers'"),
         ({"mix.teleport": 1}, "'mix.teleport'"),

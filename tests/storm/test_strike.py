@@ -1,0 +1,173 @@
+"""Strikes: a worker stops itself inside one store call, and the nemesis holds it until a successor works the run.
+
+The stops are real (SIGSTOP from inside the process, seen by the kernel as state T); the
+processes the nemesis judges are real OS processes whose shared state is set by hand.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+from soak.history import HistoryWriter, now_ns
+from soak.scenario import load_scenario
+from soak.storm.nemesis import Nemesis, WorkerHandle, _is_stopped, _wait_stopped
+from soak.storm.strike import StrikeTimer
+from soak.storm.worker import (
+    IN_CALL,
+    OP_INDEX,
+    SINCE_NS,
+    SLOTS,
+    STRIKE,
+    TENURE_EPOCH,
+    TENURE_EXPIRES_NS,
+    TENURE_KEY,
+    WANTED,
+)
+
+pytestmark = pytest.mark.skipif(not StrikeTimer().available, reason="strikes need Linux timer_create")
+
+_CHILD = textwrap.dedent("""
+    import sqlite3, sys, time
+    from soak.storm.strike import Strike, StrikeTimer
+    timer = StrikeTimer()
+    conn = sqlite3.connect(":memory:")
+    mode, u, steps = sys.argv[1], float(sys.argv[2]), int(sys.argv[3])
+
+    def call():  # a store call of many small steps
+        for _ in range(steps):
+            conn.execute("SELECT 1").fetchone()
+        if mode == "kernel":  # Python work long enough for the lead alarm and the kernel timer
+            end = time.monotonic() + 0.3
+            while time.monotonic() < end:
+                pass
+
+    timer.arm(Strike("s", mode, 1_000, 1_000, u))
+    call()
+    timer.disarm()
+    print("returned", flush=True)
+""")
+
+
+def _child(mode: str, u: float, steps: int = 20) -> subprocess.Popen:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    return subprocess.Popen([sys.executable, "-c", _CHILD, mode, str(u), str(steps)], stdout=subprocess.PIPE,
+                            text=True, env=env)
+
+
+@pytest.mark.parametrize(("mode", "u"), [("step", 0.0), ("step", 0.4), ("kernel", 0.0)])
+def test_a_strike_stops_the_process_inside_the_call(mode, u):
+    proc = _child(mode, u)
+    try:
+        assert _wait_stopped(proc.pid, 10.0), "the struck call never stopped its process"
+        time.sleep(0.05)
+        assert _is_stopped(proc.pid)  # it stays stopped until continued
+        os.kill(proc.pid, signal.SIGCONT)
+        out, _ = proc.communicate(timeout=10)
+    finally:
+        proc.kill()
+    assert out.strip() == "returned" and proc.returncode == 0
+
+
+def test_a_strike_past_the_last_step_never_stops():
+    proc = _child("step", 0.999, steps=5)  # the 64th boundary: the call has about 20, so it returns unstopped
+    try:
+        out, _ = proc.communicate(timeout=10)
+    finally:
+        proc.kill()
+    assert out.strip() == "returned" and proc.returncode == 0
+
+
+class _Proc:
+    """A real process in the shape the nemesis reads (`pid`, `is_alive`)."""
+
+    def __init__(self) -> None:
+        self.popen = subprocess.Popen(["sleep", "60"])
+        self.pid = self.popen.pid
+
+    def is_alive(self) -> bool:
+        return self.popen.poll() is None
+
+
+@pytest.fixture
+def procs():
+    made: list[_Proc] = []
+
+    def make() -> _Proc:
+        made.append(_Proc())
+        return made[-1]
+
+    yield make
+    for p in made:
+        p.popen.kill()
+        p.popen.wait()
+
+
+def _handle(procs, slot: int, **state: int) -> WorkerHandle:
+    st = [0] * SLOTS
+    st[TENURE_KEY] = -1
+    for k, v in state.items():
+        st[globals()[k]] = v
+    h = WorkerHandle(f"w{slot}.1", slot, 1, 0, procs(), st)
+    h.state[4] = 1  # PHASE = RUNNING
+    return h
+
+
+def _nemesis(tmp_path) -> Nemesis:
+    return Nemesis(load_scenario("smoke"), random.Random(1), HistoryWriter(tmp_path / "nemesis.jsonl", "nemesis"))
+
+
+def test_a_struck_holder_is_held_past_its_lease_until_a_successor_has_read_the_run(tmp_path, procs):
+    nem = _nemesis(tmp_path)
+    now = now_ns()
+    expires = now + 50_000_000
+    victim = _handle(procs, 0, IN_CALL=1, STRIKE=2, TENURE_KEY=1, TENURE_EPOCH=5, TENURE_EXPIRES_NS=expires,
+                     OP_INDEX=10, SINCE_NS=now)
+    free = _handle(procs, 1, OP_INDEX=40)
+    os.kill(victim.pid, signal.SIGSTOP)
+    assert _wait_stopped(victim.pid)
+    nem.find_strikes([victim, free], now)
+    assert victim.hold is not None and victim in nem.paused and nem.strikes["held"] == 1
+    workers = [victim, free]
+    assert nem._let_go(victim, workers, expires - 1) is None  # the lease may still be live
+    assert nem._let_go(victim, workers, expires + 1) is None
+    assert free.state[WANTED] == 2  # asked to take run 1 over
+    free.state[TENURE_KEY], free.state[TENURE_EPOCH], free.state[OP_INDEX] = 1, 6, 41  # granted epoch 6
+    assert nem._let_go(victim, workers, expires + 2) is None
+    free.state[OP_INDEX] = 44  # three reads made, a fourth call started
+    assert nem._let_go(victim, workers, expires + 3) is None
+    free.state[OP_INDEX] = 45
+    assert nem._let_go(victim, workers, expires + 4) == "successor"
+    nem.resume(victim, "successor")
+    assert victim.hold is None and not _is_stopped(victim.pid)
+
+
+def test_a_struck_holder_that_blocks_the_store_is_let_go_and_a_miss_is_continued(tmp_path, procs):
+    nem = _nemesis(tmp_path)
+    now = now_ns()
+    victim = _handle(procs, 0, IN_CALL=1, STRIKE=1, TENURE_KEY=0, TENURE_EPOCH=3, TENURE_EXPIRES_NS=now, OP_INDEX=7)
+    stuck = _handle(procs, 1, IN_CALL=1, SINCE_NS=now, OP_INDEX=20, TENURE_KEY=2, TENURE_EPOCH=1)
+    missed = _handle(procs, 2, STRIKE=2, TENURE_KEY=1, TENURE_EPOCH=2, OP_INDEX=30)  # stopped after its call
+    for h in (victim, missed):
+        os.kill(h.pid, signal.SIGSTOP)
+        assert _wait_stopped(h.pid)
+    nem.find_strikes([victim, stuck, missed], now)
+    assert missed.hold is None and nem.strikes["missed"] == 1
+    assert _wait_stopped(victim.pid, 0) and not _wait_stopped(missed.pid, 0.2) or not _is_stopped(missed.pid)
+    idle = victim.hold.idle_ns
+    workers = [victim, stuck, missed]
+    assert nem._let_go(victim, workers, now + 1) is None  # progress is watched from here
+    assert nem._let_go(victim, workers, now + idle // 2) is None
+    assert nem._let_go(victim, workers, now + idle + 2) == "blocked"  # nobody moved, one is stuck in a call
+    stuck.state[OP_INDEX] = 21  # had it moved, the hold goes on
+    assert nem._let_go(victim, workers, now + idle + 3) is None
+    assert nem._let_go(victim, workers, victim.hold.cap_ns) == "cap"
+    nem.resume_all(workers)
+    assert not any(_is_stopped(h.pid) for h in workers)

@@ -11,9 +11,10 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
-from soak.check.core import CHECKERS, check
+from soak.check.core import CHECKERS, check, finish, judge, new_facts
+from soak.check.parallel import fold_files, history_tuples, split_checkers
 from soak.check.verdict import Evidence, Verdict, Violation, merge_results
-from soak.history import HistoryCorruptError, Operation, Record, operations
+from soak.history import Operation, Record
 from soak.rundir import VERDICT_FILE, history_paths, load_run_info, load_snapshot, write_json
 from soak.errors import RunDirError
 
@@ -22,12 +23,8 @@ __all__ = ["CHECKERS", "Evidence", "Verdict", "Violation", "check", "check_run",
 
 def read_history(run_dir: str | os.PathLike[str]) -> Iterator[Operation | Record]:
     """Every operation and event of a run directory, file by file; a corrupt file is named."""
-    for path in history_paths(run_dir):
-        try:
-            yield from operations([path])
-        except HistoryCorruptError as exc:
-            msg = str(exc)
-            raise HistoryCorruptError(msg if str(path) in msg else f"{path}: {msg}") from exc
+    for item in history_tuples(history_paths(run_dir)):
+        yield Operation(*item) if type(item) is tuple else item
 
 
 def check_run(run_dir: str | os.PathLike[str], *, write: bool = True) -> Verdict:
@@ -49,14 +46,15 @@ def check_run(run_dir: str | os.PathLike[str], *, write: bool = True) -> Verdict
             quorum = ", ".join(
                 f"{k} {info.quorum_reached.get(k, 0)}/{v}" for k, v in sorted(info.quorum_target.items())
             )
-            verdict = check(
-                read_history(run_dir),
-                snapshot,
+            settings = dict(
                 lease_ttl_ms=info.lease_ttl_ms,
                 runs=[*info.runs, *info.side_runs],
                 status=info.status if info.error is None else f"{info.status} ({info.error})",
                 quorum=quorum,
             )
+            paths = history_paths(run_dir)
+            verdict = judge(lambda: finish(fold_files(paths, lambda: new_facts(snapshot, **settings))),
+                            runner=split_checkers)
     if write:
         write_json(run_dir / VERDICT_FILE, verdict.to_json())
     return verdict

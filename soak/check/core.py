@@ -5,8 +5,11 @@ a small record per tenure, per run and per blob ref, the operations whose tag ap
 final state, refusals that might be spurious, and accepted appends missing from the journal
 (as packed integers, dropped once a delete explains them). Nothing else is kept per
 operation, so memory grows with tenures and the final state, not with operations per tenure.
-Then small checkers each read `Facts` and return violations; a checker that raises makes the
-verdict inconclusive, never pass.
+Operations arrive as plain tuples (`soak.history.operation_tuples`; `Operation`s are turned
+into them), and the pass can be cut in two: `fold` the files of some processes, `fold` the
+rest elsewhere, and `merge` continues the first fold with the second exactly as one pass
+would have (`soak.check.parallel` does that on two cores). Then small checkers each read
+`Facts` and return violations; a checker that raises makes the verdict inconclusive, never pass.
 
 Ordering without a replay: every mutation carries its lease epoch and a per-tenure counter
 `c`, so the serial order of accepted writes is the order of their keys `(epoch, c)`. The
@@ -41,7 +44,10 @@ from typing import Any
 from soak.history import HistoryCorruptError, Operation, payload_for, tag_of
 from soak.check.verdict import Evidence, Verdict, Violation
 
-__all__ = ["CHECKERS", "Checker", "Facts", "check", "default_margin_ns", "evidence", "scan"]
+__all__ = [
+    "CHECKERS", "Checker", "Facts", "FoldOverlap", "Runner", "check", "default_margin_ns", "evidence", "finish",
+    "fold", "judge", "merge", "merge_objects", "merge_tenures", "new_facts", "run_checkers", "scan",
+]
 
 _MUTATIONS = frozenset(("append", "put_meta", "delete", "blob_put", "blob_delete"))
 #: Mutations whose payload names them (their tag can turn up in a read or the final state).
@@ -62,40 +68,71 @@ def default_margin_ns(lease_ttl_ms: int) -> int:
     return max(5_000_000, lease_ttl_ms * 100_000)
 
 
-def _ev(op: Operation) -> Evidence:
-    lease = op.lease
+#: Field positions of an operation tuple (`Operation`'s field order, as `soak.history.operation_tuples` yields).
+_P, _I, _F, _RUN, _LEASE, _INTENT, _ARGS, _OUT, _RES, _ERR, _MSG, _INV, _COMP = range(13)
+_RAW_LEN = 13
+
+
+def _raw(op: Operation) -> tuple[Any, ...]:
+    """An `Operation` as the tuple the scan folds."""
+    return (op.process, op.index, op.f, op.run, op.lease, op.intent, op.args, op.outcome, op.result, op.error,
+            op.message, op.invoke_ns, op.complete_ns)
+
+
+def _ev(op: tuple[Any, ...]) -> Evidence:
+    """Evidence of an operation tuple."""
+    lease = op[_LEASE]
     if lease is not None:
         epoch = lease.epoch
-    elif op.f == "acquire" and op.outcome == "ok":
-        epoch = op.result.get("epoch")
+    elif op[_F] == "acquire" and op[_OUT] == "ok":
+        epoch = op[_RES].get("epoch")
     else:
         epoch = None
     return Evidence(
-        op.process, op.index, op.f, op.run, epoch, op.args.get("c"), op.outcome, op.invoke_ns, op.complete_ns,
-        f"{op.process}#{op.index}", op.error,
+        op[_P], op[_I], op[_F], op[_RUN], epoch, op[_ARGS].get("c"), op[_OUT], op[_INV], op[_COMP],
+        f"{op[_P]}#{op[_I]}", op[_ERR],
     )
 
 
-def _lite(op: Operation) -> tuple[Any, ...]:
+def _lite(op: tuple[Any, ...]) -> tuple[Any, ...]:
     """A compact stand-in for `_ev(op)` (a plain tuple is several times cheaper to build)."""
-    lease = op.lease
-    return (_intern(op.process), op.index, _intern(op.f), _intern(op.run),
-            lease.epoch if lease is not None else op.result.get("epoch"),
-            op.args.get("c"), _intern(op.outcome), op.invoke_ns, op.complete_ns,
-            None if op.error is None else _intern(op.error))
+    lease = op[_LEASE]
+    error = op[_ERR]
+    return (_intern(op[_P]), op[_I], _intern(op[_F]), _intern(op[_RUN]),
+            lease.epoch if lease is not None else op[_RES].get("epoch"),
+            op[_ARGS].get("c"), _intern(op[_OUT]), op[_INV], op[_COMP],
+            None if error is None else _intern(error))
+
+
+def _lite_of(op: tuple[Any, ...], memo: dict[int, tuple[Any, Any]]) -> tuple[Any, ...]:
+    """`_lite(op)`, one tuple per operation however many summaries hold it (`memo` keeps `op` alive meanwhile)."""
+    hit = memo.get(id(op))
+    if hit is None:
+        hit = memo[id(op)] = (op, _lite(op))
+    return hit[1]
+
+
+def _compact(dirty: list[Any]) -> None:
+    """Compact the tenure and object summaries that hold whole operations."""
+    memo: dict[int, tuple[Any, Any]] = {}
+    for d in dirty:
+        d.compact(memo)
+    dirty.clear()
 
 
 def evidence(x: Evidence | Operation | tuple[Any, ...]) -> Evidence:
-    """Evidence from an operation, its compact tuple, or evidence itself."""
+    """Evidence from an operation, its tuple or compact tuple, or evidence itself."""
     if type(x) is tuple:
+        if len(x) == _RAW_LEN:
+            return _ev(x)
         return Evidence(x[0], x[1], x[2], x[3], x[4], x[5], x[6], x[7], x[8], f"{x[0]}#{x[1]}", x[9])
     if type(x) is Evidence:
         return x
-    return _ev(x)
+    return _ev(_raw(x))
 
 
 class _Tenure:
-    """What the history says about one (run, epoch). Operations are held as `Operation` or `_lite`."""
+    """What the history says about one (run, epoch). Operations are held as whole tuples or `_lite`."""
 
     __slots__ = ("run", "epoch", "grants", "marks", "rel_ok", "rel_ok_ev", "rel_inv", "mut_inv", "mut", "lop_inv", "lop",
                  "unt_inv", "unt", "users", "renew_unk")
@@ -114,19 +151,39 @@ class _Tenure:
         self.users: dict[str, Any] | None = None  # owners presenting this lease in accepted ops -> first op
         self.renew_unk: list[tuple[int, float]] | None = None  # unknown renews: (invoke, complete or inf)
 
-    def compact(self) -> None:
+    def compact(self, memo: dict[int, tuple[Any, Any]]) -> None:
         """Swap held operations for compact tuples (their args and results are not needed)."""
-        if type(self.mut) is Operation:
-            self.mut = _lite(self.mut)
-        if type(self.lop) is Operation:
-            if self.rel_ok_ev is self.lop:
-                self.rel_ok_ev = self.lop = _lite(self.lop)
-            else:
-                self.lop = _lite(self.lop)
-        if type(self.unt) is Operation:
-            self.unt = _lite(self.unt)
-        if type(self.rel_ok_ev) is Operation:
-            self.rel_ok_ev = _lite(self.rel_ok_ev)
+        if self.mut is not None and len(self.mut) == _RAW_LEN:
+            self.mut = _lite_of(self.mut, memo)
+        if self.lop is not None and len(self.lop) == _RAW_LEN:
+            self.lop = _lite_of(self.lop, memo)
+        if self.unt is not None and len(self.unt) == _RAW_LEN:
+            self.unt = _lite_of(self.unt, memo)
+        if self.rel_ok_ev is not None and len(self.rel_ok_ev) == _RAW_LEN:
+            self.rel_ok_ev = _lite_of(self.rel_ok_ev, memo)
+
+
+    def absorb(self, later: _Tenure) -> None:
+        """Continue with what `later` (a fold of the files after this one's) says about the same tenure."""
+        self.grants.extend(later.grants)
+        self.marks.extend(later.marks)
+        if later.rel_ok < self.rel_ok:
+            self.rel_ok, self.rel_ok_ev = later.rel_ok, later.rel_ok_ev
+        if later.rel_inv < self.rel_inv:
+            self.rel_inv = later.rel_inv
+        if later.mut_inv > self.mut_inv:
+            self.mut_inv, self.mut = later.mut_inv, later.mut
+        if later.lop_inv > self.lop_inv:
+            self.lop_inv, self.lop = later.lop_inv, later.lop
+        if later.unt_inv > self.unt_inv:
+            self.unt_inv, self.unt = later.unt_inv, later.unt
+        if later.users:
+            if self.users is None:
+                self.users = {}
+            for owner, op in later.users.items():
+                self.users.setdefault(owner, op)
+        if later.renew_unk:
+            self.renew_unk = [*(self.renew_unk or ()), *later.renew_unk]
 
 
 class _Run:
@@ -140,8 +197,8 @@ class _Run:
         # ok appends absent from the journal, flat: epoch, c, process id, index, invoke, complete
         self.missing = array("q")
         self.del_any: tuple[int, int] | None = None  # highest key of an ok or unknown delete
-        self.del_ok: tuple[tuple[int, int], Operation] | None = None  # highest-keyed ok delete
-        self.meta_ok: tuple[tuple[int, int], Operation] | None = None  # highest-keyed ok put_meta
+        self.del_ok: tuple[tuple[int, int], tuple[Any, ...]] | None = None  # highest-keyed ok delete (whole op)
+        self.meta_ok: tuple[tuple[int, int], tuple[Any, ...]] | None = None  # highest-keyed ok put_meta (whole op)
         self.prune_at = 6 * 1024
         self.held = array("q")  # acquires refused with LeaseHeldError, flat: invoke, complete, process id, index
 
@@ -153,9 +210,9 @@ class _Ref:
 
     def __init__(self, run: str) -> None:
         self.run = run
-        self.put_ok: tuple[tuple[int, int], Operation] | None = None
+        self.put_ok: tuple[tuple[int, int], tuple[Any, ...]] | None = None
         self.del_any: tuple[int, int] | None = None
-        self.del_ok: tuple[tuple[int, int], Operation] | None = None
+        self.del_ok: tuple[tuple[int, int], tuple[Any, ...]] | None = None
 
 
 #: The value of an empty journal as a read reports it: (tail seq, tail tag).
@@ -179,16 +236,16 @@ class _Obj:
     def accept(self, c: int, value: Any, op: Any) -> bool:
         """Keep the write if it is the latest accepted; True when a whole operation was newly stored."""
         if self.ok_c is None or c > self.ok_c:
-            fresh = type(self.ok_op) is not Operation
+            fresh = self.ok_op is None or len(self.ok_op) != _RAW_LEN
             self.ok_c, self.ok_val, self.ok_op = c, value, op
             if self.unk:
                 self.unk = [u for u in self.unk if u[0] > c]
             return fresh
         return False
 
-    def compact(self) -> None:
-        if type(self.ok_op) is Operation:
-            self.ok_op = _lite(self.ok_op)
+    def compact(self, memo: dict[int, tuple[Any, Any]] | None = None) -> None:
+        if self.ok_op is not None and len(self.ok_op) == _RAW_LEN:
+            self.ok_op = _lite(self.ok_op) if memo is None else _lite_of(self.ok_op, memo)
 
     def unknown(self, c: int, value: Any, op: Any) -> None:
         if self.ok_c is None or c > self.ok_c:
@@ -197,6 +254,25 @@ class _Obj:
     def frozen(self) -> tuple[int | None, Any, Any, tuple[tuple[int, Any, Any], ...]]:
         self.compact()
         return self.ok_c, self.ok_val, self.ok_op, tuple(self.unk)
+
+    def absorb(self, later: _Obj) -> None:
+        """Continue with the writes summarised in `later` (folded after this one)."""
+        if later.ok_c is not None and (self.ok_c is None or later.ok_c > self.ok_c):
+            self.ok_c, self.ok_val, self.ok_op = later.ok_c, later.ok_val, later.ok_op
+        if later.unk or self.unk:
+            ok_c = self.ok_c
+            self.unk = [u for u in (*self.unk, *later.unk) if ok_c is None or u[0] > ok_c]
+
+    @staticmethod
+    def combined(earlier: _Obj, frozen: tuple[Any, ...] | None) -> tuple[Any, ...]:
+        """`frozen` (a later fold's view) as it would read had `earlier` been folded first."""
+        merged = _Obj()
+        merged.absorb(earlier)
+        if frozen is not None:
+            later = _Obj()
+            later.ok_c, later.ok_val, later.ok_op, later.unk = frozen[0], frozen[1], frozen[2], list(frozen[3])
+            merged.absorb(later)
+        return merged.frozen()
 
 
 class _Read:
@@ -222,16 +298,20 @@ class Facts:
     tenures: dict[tuple[str, int], _Tenure] = field(default_factory=dict)
     run_acc: dict[str, _Run] = field(default_factory=dict)
     refs: dict[str, _Ref] = field(default_factory=dict)
-    seen: dict[str, tuple[Evidence, tuple[int, int], dict[str, Any]]] = field(default_factory=dict)
+    seen: dict[str, tuple[tuple[Any, ...], tuple[int, int], dict[str, Any]]] = field(default_factory=dict)
     refusals: list[tuple[str, int, str, Evidence]] = field(default_factory=list)
     procs: list[str] = field(default_factory=list)  # process names by id, for compact records
+    proc_ids: dict[str, int] = field(default_factory=dict)
+    # process -> index -> where that operation's tag appears in the final state (`_state_tags`)
+    index: dict[str, dict[int, list[tuple[str, str]]]] = field(default_factory=dict)
     scan_violations: list[Violation] = field(default_factory=list)
     stats: dict[str, int] = field(default_factory=dict)
     objects: dict[tuple[str, str], dict[int, _Obj]] = field(default_factory=dict)  # object -> epoch -> summary
     unordered: set[tuple[str, str]] = field(default_factory=set)  # objects with unleased writes
     reads: list[_Read] = field(default_factory=list)
-    # process -> (first index of each segment, (lease run, epoch, outcome) of the segment) of tagged writes
-    tagged: dict[str, tuple[array, list[tuple[str, int, str] | None]]] = field(default_factory=dict)
+    # process -> [first index of each segment, (lease run, epoch, outcome) of each segment, and the lease and
+    # outcome of the last segment while known] of tagged writes
+    tagged: dict[str, list[Any]] = field(default_factory=dict)
     boot_failures: list[tuple[Any, ...]] = field(default_factory=list)
     _stale_cache: dict[str, tuple[list[int], list[tuple[float, Any]]]] = field(default_factory=dict)
 
@@ -274,55 +354,87 @@ def scan(
     quorum: str = "",
     margin_ms: float | None = None,
 ) -> Facts:
-    """Fold the history into `Facts` in one pass; events (non-operations) are counted and skipped."""
+    """Fold the history into `Facts` in one pass; events (non-operations) are counted and skipped.
+
+    `ops` holds `Operation`s or their tuples (`soak.history.operation_tuples`), and events.
+    """
+    facts = new_facts(snapshot, lease_ttl_ms=lease_ttl_ms, runs=runs, cross_runs=cross_runs, status=status,
+                      quorum=quorum, margin_ms=margin_ms)
+    fold(facts, ops)
+    return finish(facts)
+
+
+def new_facts(snapshot: Any, *, lease_ttl_ms: int, runs: Iterable[str], cross_runs: Iterable[str] = ("xr",),
+              status: str = "quorum", quorum: str = "", margin_ms: float | None = None) -> Facts:
+    """Empty `Facts` for a history to be folded in (`fold`, then `finish`)."""
     margin_ns = default_margin_ns(lease_ttl_ms) if margin_ms is None else int(margin_ms * 1_000_000)
     facts = Facts(snapshot, lease_ttl_ms, margin_ns, tuple(runs), tuple(cross_runs), status, quorum)
-    index = _state_tags(snapshot)
+    for tag, where in _state_tags(snapshot).items():
+        process, sep, number = tag.rpartition("#")
+        try:
+            i = int(number)
+        except ValueError:
+            continue
+        if sep and str(i) == number:  # only a canonical `process#index` can be an operation's tag
+            facts.index.setdefault(process, {})[i] = where
+    facts.stats.update(operations=0, events=0, ok=0, fail=0, info=0)
+    return facts
+
+
+def finish(facts: Facts) -> Facts:
+    """Complete the statistics once every operation is folded in."""
+    facts.stats["tenures"] = sum(1 for t in facts.tenures.values() if t.grants)
+    return facts
+
+
+def fold(facts: Facts, ops: Iterable[Operation | Any]) -> None:
+    """Fold operations (in each process's own order) into `facts`; whole operations end compacted."""
+    index = facts.index
     tenures, run_acc, refs, seen, refusals = facts.tenures, facts.run_acc, facts.refs, facts.seen, facts.refusals
     scan_violations = facts.scan_violations
-    procs, proc_ids = facts.procs, {}
+    procs, proc_ids = facts.procs, facts.proc_ids
     n_ops = n_events = n_ok = n_fail = n_info = 0
-    mutations, lease_ops = _MUTATIONS, _LEASE_OPS
-    ttl_ns = lease_ttl_ms * 1_000_000
+    mutations, lease_ops, reads = _MUTATIONS, _LEASE_OPS, _READS
+    ttl_ns = facts.lease_ttl_ms * 1_000_000
+    margin_ns = facts.margin_ns
 
-    dirty: list[_Tenure] = []  # tenures holding whole operations; compacted in batches
-    obj_dirty: list[_Obj] = []  # object summaries holding whole operations; likewise
-    objects = facts.objects
-    Op = Operation
+    dirty: list[_Tenure | _Obj] = []  # summaries holding whole operations; compacted in batches
+    objects, tagged = facts.objects, facts.tagged
+    Op, raw_len = Operation, _RAW_LEN
 
     for op in ops:
-        if type(op) is not Op:
-            n_events += 1
-            continue
+        if type(op) is not tuple:
+            if type(op) is not Op:
+                n_events += 1
+                continue
+            op = _raw(op)
         n_ops += 1
-        f = op.f
-        outcome = op.outcome
-        run = op.run
+        process, op_index, f, run, lease, _, args, outcome, result, error, _, invoke, complete = op
 
         if f == "acquire":
             ra = run_acc.get(run)
             if ra is None:
                 ra = run_acc[run] = _Run()
-            ra.acq_invokes.append(op.invoke_ns)
+            ra.acq_invokes.append(invoke)
             if outcome == "ok":
                 n_ok += 1
-                epoch = int(op.result["epoch"])
+                epoch = int(result["epoch"])
                 t = tenures.get((run, epoch))
                 if t is None:
                     t = tenures[(run, epoch)] = _Tenure(run, epoch)
-                t.grants.append((op.invoke_ns, op.complete_ns, str(op.args.get("owner")), _lite(op)))
-                t.marks.append((op.invoke_ns, op.complete_ns))
+                t.grants.append((invoke, complete, str(args.get("owner")), _lite(op)))
+                t.marks.append((invoke, complete))
             elif outcome == "info":
                 n_info += 1
-                ra.acq_unknown.append((op.invoke_ns, _NEVER if op.complete_ns is None else op.complete_ns))
+                ra.acq_unknown.append((invoke, _NEVER if complete is None else complete))
             else:
                 n_fail += 1
-                if op.error == "LeaseHeldError":
-                    pid = proc_ids.get(op.process)
+                if error == "LeaseHeldError":
+                    pid = proc_ids.get(process)
                     if pid is None:
-                        pid = proc_ids[op.process] = len(procs)
-                        procs.append(op.process)
-                    ra.held.extend((op.invoke_ns, op.complete_ns, pid, op.index))
+                        pid = proc_ids[process] = len(procs)
+                        procs.append(process)
+                    ra.held.extend((invoke, complete, pid, op_index))
             continue
 
         if f in mutations:
@@ -330,39 +442,49 @@ def scan(
         elif f in lease_ops:
             is_mut = False
         else:
-            n_ok += outcome == "ok"
-            n_fail += outcome == "fail"
-            n_info += outcome == "info"
             if outcome == "ok":
-                if f in _READS and op.args.get("tenure"):
+                n_ok += 1
+                if f in reads and args.get("tenure"):
                     _note_read(facts, op)
-            elif f == "open" and op.error not in _HARNESS_UNKNOWN:
+            elif outcome == "fail":
+                n_fail += 1
+            else:
+                n_info += 1
+            if outcome != "ok" and f == "open" and error not in _HARNESS_UNKNOWN:
                 facts.boot_failures.append(_lite(op))
             continue  # reads, open: nothing fenced
 
-        lease = op.lease
-        args = op.args
         if lease is None:
             key = (0, args.get("c", 0))
         else:
             key = (lease.epoch, args.get("c", 0))
+        hit = None
         if index:
-            tag = f"{op.process}#{op.index}"
-            hit = index.get(tag)
-            if hit is not None:
-                seen[tag] = (op, key, args)
-        else:
-            hit = None
+            hits = index.get(process)
+            if hits is not None:
+                hit = hits.get(op_index)
+                if hit is not None:
+                    seen[f"{process}#{op_index}"] = (op, key, args)
         if lease is None:
-            n_ok += outcome == "ok"
-            n_fail += outcome == "fail"
-            n_info += outcome == "info"
+            if outcome == "ok":
+                n_ok += 1
+            elif outcome == "fail":
+                n_fail += 1
+            else:
+                n_info += 1
             if outcome != "fail":
                 facts.unordered.update(obj for obj, _ in _writes(f, run, args))
             continue  # unleased passthrough: not fenced, and not ordered by a tenure
+        epoch = lease.epoch
+        own_run = lease.run_id == run
         if f in _TAGGED:
-            _note_tag(facts.tagged, op.process, op.index, (lease.run_id, lease.epoch, outcome))
-        if outcome != "fail" and lease.run_id == run:
+            seg = tagged.get(process)
+            # the usual case: the next write of the same tenure with the same outcome extends the last segment
+            if seg is None or not seg[0] or op_index <= seg[0][-1] or seg[2] is not lease or seg[3] != outcome:
+                key3 = (lease.run_id, epoch, outcome)
+                seg = _note_tag(tagged, process, op_index, key3)
+                seg[2], seg[3] = (lease, outcome) if seg[1][-1] == key3 else (None, None)
+        if outcome != "fail" and own_run:
             # fold into the per-(object, epoch) summaries; accepted writes keep the whole operation
             # until the next batch compaction
             c = args.get("c", 0)
@@ -378,24 +500,24 @@ def scan(
                 per = objects.get(obj)
                 if per is None:
                     per = objects[obj] = {}
-                o = per.get(lease.epoch)
+                o = per.get(epoch)
                 if o is None:
-                    o = per[lease.epoch] = _Obj()
+                    o = per[epoch] = _Obj()
                 if o.accept(c, value, op):
-                    obj_dirty.append(o)
+                    dirty.append(o)
             else:
-                _fold(objects, f, run, args, lease.epoch, outcome == "ok", op)
+                _fold_objects(objects, f, run, args, epoch, outcome == "ok", op)
 
         if outcome == "ok":
             n_ok += 1
-            if lease.run_id != run:
+            if not own_run:
                 scan_violations.append(
                     Violation("run-match", f"{f} on run {run} accepted under a lease of run {lease.run_id}", (_ev(op),))
                 )
                 continue
-            t = tenures.get((run, lease.epoch))
+            t = tenures.get((run, epoch))
             if t is None:
-                t = tenures[(run, lease.epoch)] = _Tenure(run, lease.epoch)
+                t = tenures[(run, epoch)] = _Tenure(run, epoch)
             owner = lease.owner
             if not (t.grants and owner == t.grants[0][2]):  # the usual case: the grantee, already seen
                 users = t.users
@@ -404,20 +526,20 @@ def scan(
                 elif owner not in users:
                     users[owner] = _lite(op)
             if is_mut:
-                if op.invoke_ns > t.mut_inv:
-                    if type(t.mut) is not Op:
+                if invoke > t.mut_inv:
+                    if t.mut is None or len(t.mut) != raw_len:
                         dirty.append(t)
-                    t.mut_inv, t.mut = op.invoke_ns, op
+                    t.mut_inv, t.mut = invoke, op
                 if f == "append":
                     if hit is None or ("journal", run) not in hit:
                         ra = run_acc.get(run)
                         if ra is None:
                             ra = run_acc[run] = _Run()
-                        pid = proc_ids.get(op.process)
+                        pid = proc_ids.get(process)
                         if pid is None:
-                            pid = proc_ids[op.process] = len(procs)
-                            procs.append(op.process)
-                        ra.missing.extend((key[0], key[1], pid, op.index, op.invoke_ns, op.complete_ns))
+                            pid = proc_ids[process] = len(procs)
+                            procs.append(process)
+                        ra.missing.extend((key[0], key[1], pid, op_index, invoke, complete))
                         if len(ra.missing) > ra.prune_at:
                             _prune_missing(ra)
                 elif f == "put_meta":
@@ -446,57 +568,51 @@ def scan(
                     if ra.del_any is None or key > ra.del_any:
                         ra.del_any = key
             else:
-                if op.invoke_ns > t.lop_inv:
-                    if type(t.lop) is not Op:
+                if invoke > t.lop_inv:
+                    if t.lop is None or len(t.lop) != raw_len:
                         dirty.append(t)
-                    t.lop_inv, t.lop = op.invoke_ns, op
+                    t.lop_inv, t.lop = invoke, op
                 if f == "renew":
-                    t.marks.append((op.invoke_ns, op.complete_ns))
+                    t.marks.append((invoke, complete))
                 else:
-                    if op.invoke_ns < t.rel_inv:
-                        t.rel_inv = op.invoke_ns
-                    if op.complete_ns < t.rel_ok:
-                        t.rel_ok = op.complete_ns
+                    if invoke < t.rel_inv:
+                        t.rel_inv = invoke
+                    if complete < t.rel_ok:
+                        t.rel_ok = complete
                         t.rel_ok_ev = op if t.lop is op else _lite(op)
-            if len(dirty) > 512:
-                for d in dirty:
-                    d.compact()
-                dirty.clear()
-            if len(obj_dirty) > 512:
-                for d in obj_dirty:
-                    d.compact()
-                obj_dirty.clear()
+            if len(dirty) > 1024:
+                _compact(dirty)
         elif outcome == "fail":
             n_fail += 1
             if f == "release":
-                t = _tenure_of(tenures, run, lease.epoch)
-                t.rel_inv = min(t.rel_inv, op.invoke_ns)
-            if op.error == "LeaseHeldError" and lease.run_id == run:
-                t = tenures.get((run, lease.epoch))
-                if t is not None and op.process == lease.owner and t.grants and t.grants[0][2] == lease.owner:
+                t = _tenure_of(tenures, run, epoch)
+                t.rel_inv = min(t.rel_inv, invoke)
+            if error == "LeaseHeldError" and own_run:
+                t = tenures.get((run, epoch))
+                owner = lease.owner
+                if t is not None and process == owner and t.grants and t.grants[0][2] == owner:
                     # The owner's grant and renewals sit earlier in its own file, already read: a refusal
                     # past their ttl (or before any of them completed) can never be spurious.
-                    if t.rel_inv < op.complete_ns:
+                    if t.rel_inv < complete:
                         continue  # released first
-                    last = max((m[0] for m in t.marks if m[1] < op.invoke_ns), default=None)
-                    if last is None or op.complete_ns >= last + ttl_ns - margin_ns:
+                    last = max((m[0] for m in t.marks if m[1] < invoke), default=None)
+                    if last is None or complete >= last + ttl_ns - margin_ns:
                         continue
-                refusals.append((run, lease.epoch, lease.owner, _lite(op)))
+                refusals.append((run, epoch, owner, _lite(op)))
         else:  # info: may or may not have applied
             n_info += 1
-            if lease.run_id != run:
+            if not own_run:
                 continue
-            t = _tenure_of(tenures, run, lease.epoch)
+            t = _tenure_of(tenures, run, epoch)
             if f == "release":
-                t.rel_inv = min(t.rel_inv, op.invoke_ns)
+                t.rel_inv = min(t.rel_inv, invoke)
             elif f == "renew":
                 if t.renew_unk is None:
                     t.renew_unk = []
-                t.renew_unk.append((op.invoke_ns, _NEVER if op.complete_ns is None else op.complete_ns))
-            err = op.error
-            if err not in _HARNESS_UNKNOWN and err not in _TYPED and err is not None:
-                if op.invoke_ns > t.unt_inv:
-                    t.unt_inv, t.unt = op.invoke_ns, _lite(op)
+                t.renew_unk.append((invoke, _NEVER if complete is None else complete))
+            if error not in _HARNESS_UNKNOWN and error not in _TYPED and error is not None:
+                if invoke > t.unt_inv:
+                    t.unt_inv, t.unt = invoke, _lite(op)
             if f == "delete":
                 ra = _run_of(run_acc, run)
                 if ra.del_any is None or key > ra.del_any:
@@ -506,15 +622,115 @@ def scan(
                 if rf.del_any is None or key > rf.del_any:
                     rf.del_any = key
 
-    for d in dirty:
-        d.compact()
-    for d in obj_dirty:
-        d.compact()
-    facts.stats.update(
-        operations=n_ops, events=n_events, ok=n_ok, fail=n_fail, info=n_info,
-        tenures=sum(1 for t in tenures.values() if t.grants),
-    )
-    return facts
+    _compact(dirty)
+    stats = facts.stats
+    stats["operations"] += n_ops
+    stats["events"] += n_events
+    stats["ok"] += n_ok
+    stats["fail"] += n_fail
+    stats["info"] += n_info
+
+
+class FoldOverlap(Exception):
+    """Two partial folds share a process, so their tagged-write records cannot be merged: fold in one pass."""
+
+
+def merge(facts: Facts, later: Facts) -> None:
+    """Fold the partial `later` into `facts` as if its operations had been folded after those of `facts`.
+
+    `later` covers the history files that follow those of `facts` (in file order; a process's
+    operations all in one of them). Every summary merges as its fold would have continued:
+    first-seen wins ties, maxima and minima combine, lists concatenate in order, and a read's
+    frozen view of its own tenure gains the writes of the earlier files. Raises `FoldOverlap`
+    when one process appears on both sides.
+    """
+    if facts.tagged.keys() & later.tagged.keys():
+        raise FoldOverlap(sorted(facts.tagged.keys() & later.tagged.keys())[0])
+    facts.tagged.update(later.tagged)
+    remap = array("q")
+    for name in later.procs:
+        pid = facts.proc_ids.get(name)
+        if pid is None:
+            pid = facts.proc_ids[name] = len(facts.procs)
+            facts.procs.append(name)
+        remap.append(pid)
+
+    objects = facts.objects
+    for rd in later.reads:
+        base = objects.get(rd.obj, {}).get(rd.epoch)
+        if base is not None:
+            rd.own = _Obj.combined(base, rd.own)
+    facts.reads.extend(later.reads)
+    merge_objects(facts, later.objects.items())
+    merge_tenures(facts, later.tenures.items())
+
+    for run, rb in later.run_acc.items():
+        for held, stride in ((rb.held, 4), (rb.missing, 6)):
+            for i in range(2, len(held), stride):
+                held[i] = remap[held[i]]
+        ra = facts.run_acc.get(run)
+        if ra is None:
+            facts.run_acc[run] = rb
+            continue
+        ra.acq_invokes.extend(rb.acq_invokes)
+        ra.acq_unknown.extend(rb.acq_unknown)
+        ra.held.extend(rb.held)
+        if rb.del_any is not None and (ra.del_any is None or rb.del_any > ra.del_any):
+            ra.del_any = rb.del_any
+        if rb.del_ok is not None and (ra.del_ok is None or rb.del_ok[0] > ra.del_ok[0]):
+            ra.del_ok = rb.del_ok
+        if rb.meta_ok is not None and (ra.meta_ok is None or rb.meta_ok[0] > ra.meta_ok[0]):
+            ra.meta_ok = rb.meta_ok
+        ra.missing.extend(rb.missing)
+        if len(ra.missing) > ra.prune_at:
+            _prune_missing(ra)
+
+    for ref, fb in later.refs.items():
+        fa = facts.refs.get(ref)
+        if fa is None:
+            facts.refs[ref] = fb
+            continue
+        if fb.put_ok is not None and (fa.put_ok is None or fb.put_ok[0] > fa.put_ok[0]):
+            fa.put_ok = fb.put_ok
+        if fb.del_ok is not None and (fa.del_ok is None or fb.del_ok[0] > fa.del_ok[0]):
+            fa.del_ok = fb.del_ok
+        if fb.del_any is not None and (fa.del_any is None or fb.del_any > fa.del_any):
+            fa.del_any = fb.del_any
+
+    facts.seen.update(later.seen)
+    facts.refusals.extend(later.refusals)
+    facts.scan_violations.extend(later.scan_violations)
+    facts.boot_failures.extend(later.boot_failures)
+    facts.unordered |= later.unordered
+    for k in ("operations", "events", "ok", "fail", "info"):
+        facts.stats[k] += later.stats[k]
+
+
+def merge_objects(facts: Facts, items: Iterable[tuple[tuple[str, str], dict[int, _Obj]]]) -> None:
+    """The object summaries part of `merge` (which may also be fed in pieces after the rest)."""
+    objects = facts.objects
+    for obj, per in items:
+        mine = objects.get(obj)
+        if mine is None:
+            objects[obj] = per
+            continue
+        for epoch, o in per.items():
+            m = mine.get(epoch)
+            if m is None:
+                mine[epoch] = o
+            else:
+                m.absorb(o)
+
+
+def merge_tenures(facts: Facts, items: Iterable[tuple[tuple[str, int], _Tenure]]) -> None:
+    """The tenures part of `merge` (which may also be fed in pieces after the rest)."""
+    tenures = facts.tenures
+    for key, tb in items:
+        ta = tenures.get(key)
+        if ta is None:
+            tenures[key] = tb
+        else:
+            ta.absorb(tb)
 
 
 def _writes(f: str, run: str, args: dict[str, Any]) -> list[tuple[tuple[str, str], Any]]:
@@ -530,8 +746,8 @@ def _writes(f: str, run: str, args: dict[str, Any]) -> list[tuple[tuple[str, str
     return [(("blob", args.get("ref", "")), None)]  # blob_delete
 
 
-def _fold(objects: dict[tuple[str, str], dict[int, _Obj]], f: str, run: str, args: dict[str, Any], epoch: int,
-          ok: bool, op: Operation) -> None:
+def _fold_objects(objects: dict[tuple[str, str], dict[int, _Obj]], f: str, run: str, args: dict[str, Any],
+                  epoch: int, ok: bool, op: tuple[Any, ...]) -> None:
     """Fold an accepted or unknown leased write of its own run into the per-(object, epoch) summaries."""
     lite = _lite(op)
     c = args.get("c", 0)
@@ -548,29 +764,29 @@ def _fold(objects: dict[tuple[str, str], dict[int, _Obj]], f: str, run: str, arg
             o.unknown(c, value, lite)
 
 
-def _note_tag(tagged: dict[str, tuple[array, list[tuple[str, int, str] | None]]], process: str, index: int,
-              key: tuple[str, int, str]) -> None:
-    """Remember (lease run, epoch, outcome) of a tagged write as runs of equal keys per process."""
+def _note_tag(tagged: dict[str, list[Any]], process: str, index: int, key: tuple[str, int, str]) -> list[Any]:
+    """Remember (lease run, epoch, outcome) of a tagged write as runs of equal keys per process; the process's record."""
     seg = tagged.get(process)
     if seg is None:
-        seg = tagged[process] = (array("q"), [])
-    starts, keys = seg
+        seg = tagged[process] = [array("q"), [], None, None]
+    starts, keys = seg[0], seg[1]
     if starts and index > starts[-1]:
         if keys[-1] != key:
             starts.append(index)
             keys.append(key)
-        return
+        return seg
     # out of order (hand-written histories): insert in place, and restore the split segment after it
     i = bisect.bisect_right(starts, index)
     if i > 0 and starts[i - 1] == index:
         keys[i - 1] = key
-        return
+        return seg
     prev = keys[i - 1] if i > 0 else None
     starts.insert(i, index)
     keys.insert(i, key)
     if i + 1 == len(starts) or starts[i + 1] != index + 1:
         starts.insert(i + 1, index + 1)
         keys.insert(i + 1, prev)
+    return seg
 
 
 def _tag_info(facts: Facts, tag: str) -> tuple[str, int, str] | None:
@@ -579,26 +795,27 @@ def _tag_info(facts: Facts, tag: str) -> tuple[str, int, str] | None:
     seg = facts.tagged.get(process)
     if not sep or seg is None or not index.isdigit():
         return None
-    starts, keys = seg
+    starts, keys = seg[0], seg[1]
     i = bisect.bisect_right(starts, int(index)) - 1
     return keys[i] if i >= 0 else None
 
 
-def _note_read(facts: Facts, op: Operation) -> None:
+def _note_read(facts: Facts, op: tuple[Any, ...]) -> None:
     """Keep an accepted tenured read: what it saw and, frozen now, its own tenure's writes so far."""
-    tenure = op.args["tenure"]
+    args = op[_ARGS]
+    tenure = args["tenure"]
     run, owner, epoch = str(tenure[0]), str(tenure[1]), int(tenure[2])
-    if run != op.run:
+    if run != op[_RUN]:
         return
-    res = op.result
-    if op.f == "load":
+    res = op[_RES]
+    if op[_F] == "load":
         if "tail_tag" not in res:
             return  # an older history: no tag to compare
         obj, seen = ("journal", run), (res.get("tail"), res.get("tail_tag"))
-    elif op.f == "get_meta":
+    elif op[_F] == "get_meta":
         obj, seen = ("meta", run), res.get("tag")
     else:
-        obj, seen = ("blob", str(op.args.get("ref", ""))), res.get("tag")
+        obj, seen = ("blob", str(args.get("ref", ""))), res.get("tag")
     per = facts.objects.get(obj)
     cur = per.get(epoch) if per is not None else None
     facts.reads.append(_Read(obj, run, epoch, owner, seen, _lite(op), None if cur is None else cur.frozen()))
@@ -846,7 +1063,7 @@ def check_state(facts: Facts) -> list[Violation]:
 
     def foreign(tag: str, run: str, where: str) -> bool:
         """A value written under another run's lease: run-match, and outside this run's (epoch, c) order."""
-        lease = seen[tag][0].lease
+        lease = seen[tag][0][_LEASE]
         if lease is None or lease.run_id == run:
             return False
         out.append(Violation("run-match", f"{where} was written by {tag} under a lease of run {lease.run_id}",
@@ -1321,43 +1538,65 @@ def check(
     slack for "surely live" (default: `default_margin_ns`).
     """
     runs = tuple(runs)
+    return judge(lambda: scan(ops, snapshot, lease_ttl_ms=lease_ttl_ms, runs=runs, cross_runs=cross_runs,
+                              status=status, quorum=quorum, margin_ms=margin_ms), checkers)
+
+
+#: Runs checkers over facts: per checker, in order, its violations or why it raised (`run_checkers`).
+Runner = Callable[[Facts, Sequence[tuple[str, Checker]]], list[tuple[list[Violation], str | None]]]
+
+
+def run_checkers(facts: Facts, checkers: Sequence[tuple[str, Checker]]) -> list[tuple[list[Violation], str | None]]:
+    """Per checker, in order: its violations, or no violations and the reason it raised."""
+    out: list[tuple[list[Violation], str | None]] = []
+    for name, fn in checkers:
+        try:
+            out.append((list(fn(facts)), None))
+        except Exception as exc:
+            out.append(([], f"checker {name} raised {type(exc).__name__}: {exc}"))
+    return out
+
+
+def judge(build: Callable[[], Facts], checkers: Sequence[tuple[str, Checker]] | None = None,
+          runner: Runner = run_checkers) -> Verdict:
+    """Build the facts (a scan of the history) and run the checkers over them: the verdict.
+
+    A corrupt history or a scan that raises is inconclusive with the reason named, as is a
+    checker that raises (the others still run). `runner` may spread the checkers over processes.
+    """
     # The scan allocates millions of short-lived, acyclic objects (operations, tuples) while its
     # summaries grow: the cyclic collector would re-traverse them for nothing (18% of the time at
     # 1M operations). Reference counting still frees everything; the caller's setting is restored.
     gc_was_enabled = gc.isenabled()
     gc.disable()
     try:
-        return _check(ops, snapshot, lease_ttl_ms=lease_ttl_ms, runs=runs, cross_runs=cross_runs, status=status,
-                      quorum=quorum, margin_ms=margin_ms, checkers=checkers)
+        return _judge(build, CHECKERS if checkers is None else checkers, runner)
     finally:
         if gc_was_enabled:
             gc.enable()
 
 
-def _check(ops: Iterable[Operation | Any], snapshot: Any, *, lease_ttl_ms: int, runs: tuple[str, ...],
-           cross_runs: Iterable[str], status: str, quorum: str, margin_ms: float | None,
-           checkers: Sequence[tuple[str, Checker]] | None) -> Verdict:
-    """`check` with the cyclic collector already paused."""
+def _judge(build: Callable[[], Facts], checkers: Sequence[tuple[str, Checker]], runner: Runner) -> Verdict:
+    """`judge` with the cyclic collector already paused."""
     try:
-        facts = scan(ops, snapshot, lease_ttl_ms=lease_ttl_ms, runs=runs, cross_runs=cross_runs,
-                     status=status, quorum=quorum, margin_ms=margin_ms)
+        facts = build()
     except HistoryCorruptError as exc:
         return Verdict.build(reasons=[f"corrupt history: {exc}"])
     except Exception as exc:
         return Verdict.build(reasons=[f"the history scan raised {type(exc).__name__}: {exc}"])
     violations: list[Violation] = []
     reasons: list[str] = []
-    for name, fn in CHECKERS if checkers is None else checkers:
-        try:
-            violations.extend(fn(facts))
-        except Exception as exc:
-            reasons.append(f"checker {name} raised {type(exc).__name__}: {exc}")
+    for found, reason in runner(facts, checkers):
+        violations.extend(found)
+        if reason is not None:
+            reasons.append(reason)
     try:
         reasons.extend(_undecidable(facts))
     except Exception as exc:
         reasons.append(f"reading the final state raised {type(exc).__name__}: {exc}")
-    if status != "quorum":
-        reasons.append(f"run ended with status {status!r}, quorum not met{': ' + quorum if quorum else ''}")
+    if facts.status != "quorum":
+        reasons.append(f"run ended with status {facts.status!r}, quorum not met"
+                       f"{': ' + facts.quorum if facts.quorum else ''}")
     violations = _dedupe(violations)
     facts.stats["violations"] = len(violations)
     return Verdict.build(violations, reasons, facts.stats)

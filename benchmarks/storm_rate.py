@@ -47,14 +47,14 @@ class StormRate:
 
 def quiet_scenario(*, workers: int = 4, seconds: float = 5.0, lease_ttl_ms: int = 250, store: str = "sqlite:",
                    seed: int = 1, **knobs: Any) -> Scenario:
-    """A scenario with the nemesis off (no pauses, kills or stalls) that runs `seconds` then stops.
+    """A scenario with the nemesis off (no pauses, kills, stalls or strikes) that runs `seconds` then stops.
 
     `knobs` override further scenario fields (`runs`, `mix`, `ops_min`, ...), for diagnosis.
     """
     return dataclasses.replace(
         Scenario(), name="bench-quiet", store=store, workers=workers, lease_ttl_ms=lease_ttl_ms, seed=seed,
-        time_bound_s=seconds, grace_s=2.0, stall_prob=0.0, pause_interval_s=0.0, kill_interval_s=0.0,
-        quorum={"grants": 10**12},  # never met: the storm runs to its time bound
+        time_bound_s=seconds, grace_s=2.0, stall_prob=0.0, strike_prob=0.0, pause_interval_s=0.0,
+        kill_interval_s=0.0, quorum={"grants": 10**12},  # never met: the storm runs to its time bound
         **knobs,
     )
 

@@ -5,13 +5,17 @@ Driven by the orchestrator's loop on a seeded schedule; every action is an event
 (`in_call`, read from the worker's shared state *after* the stop took effect, so the flag is the
 frozen truth) and the op index and surface in flight. Cooperative stalls are the workload's.
 
-Strikes (`soak.storm.strike`) are stops a worker's own kernel timer lands inside one store call.
-The nemesis finds the stopped worker; a stop that landed outside the call is let go at once, one
-inside it is held (a `pause` event with `strike: true`) until the worker's lease has expired and
-a successor holds the run and has made four more calls (its first reads of the run have
-completed), or until another worker has been stuck inside a call for a quarter of the ttl (the
-held call blocks the store: nobody has started a call since either), or at most twice the pause length past the lease's expiry. Once the lease has expired, a
-worker without a tenure is asked (shared `WANTED` slot) to take the run over next.
+Strikes (`soak.storm.strike`) are stops a worker's own timer or profile hook lands inside one
+store call. The nemesis finds the stopped worker; a stop that landed outside the call is let go
+at once, one inside it is held (a `pause` event with `strike: true`) past the lease. Once the
+lease has expired a worker without a tenure is asked (shared `WANTED` slot) to take the run
+over, and the holder is let go when the first of these holds:
+- a successor holds the run and has started its third call since the grant (its reads of the
+  journal and meta are done): `successor`;
+- the held call visibly blocks the store: since the stop the others have started at most one
+  call each, none for a quarter of the ttl, and one is stuck inside a call (with several
+  workers held, the earliest such stop goes first): `blocked`;
+- twice the pause length past the lease's expiry: `cap`.
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ from soak.storm.worker import (
     TENURE_EPOCH,
     TENURE_EXPIRES_NS,
     TENURE_KEY,
+    TENURE_OP,
     WANTED,
 )
 
@@ -44,7 +49,7 @@ __all__ = ["Nemesis", "WorkerHandle", "call_state"]
 
 _AIM_S = 0.05  # how long an aimed strike watches for a worker inside a store call
 _MUTATION_CODES = frozenset(SURFACES.index(f) for f in MUTATIONS)
-_SUCCESSOR_CALLS = 4  # calls a successor makes after its grant before a struck holder is let go
+_SUCCESSOR_CALLS = 3  # calls a successor starts after its grant before a struck holder is let go
 
 
 @dataclass(eq=False)
@@ -56,7 +61,8 @@ class _Hold:
     expires_ns: int  # the latest its lease can expire (published by the worker)
     cap_ns: int
     idle_ns: int
-    successor: tuple[Any, int] | None = None  # (handle, its op index when first seen)
+    ops_at_stop: int = 0  # the other workers' op indices summed when it stopped
+    successor: Any = None  # the handle of the worker seen holding a later epoch of the run
     asked: bool = False  # a worker was asked to take the run over
     progress: int = -1  # the other workers' op indices summed, and since when unchanged
     progress_ns: int = 0
@@ -274,7 +280,9 @@ class Nemesis:
                 continue
             expires = int(st[TENURE_EXPIRES_NS])
             idle = max(20_000_000, self.sc.lease_ttl_ms * 250_000)  # a quarter of the ttl, at least 20 ms
-            w.hold = _Hold(key, int(st[TENURE_EPOCH]), expires, max(expires, now) + 2 * self.pause_ns, idle)
+            ops = sum(int(o.state[OP_INDEX]) for o in workers if o is not w and not o.killed and o.alive())
+            w.hold = _Hold(key, int(st[TENURE_EPOCH]), expires, max(expires, now) + 2 * self.pause_ns, idle,
+                           ops_at_stop=ops)
             w.paused_since = now
             self.paused.append(w)
             self.strikes["held"] += 1
@@ -293,10 +301,8 @@ class Nemesis:
         others = [o for o in workers if o is not w and not o.killed and o.alive()]
         for o in others:
             if int(o.state[TENURE_KEY]) == h.key and int(o.state[TENURE_EPOCH]) > h.epoch:
-                op = int(o.state[OP_INDEX])
-                if h.successor is None or h.successor[0] is not o:
-                    h.successor = (o, op)
-                elif op >= h.successor[1] + _SUCCESSOR_CALLS:
+                h.successor = o
+                if int(o.state[OP_INDEX]) >= int(o.state[TENURE_OP]) + _SUCCESSOR_CALLS:
                     return "successor"
                 break
         else:
@@ -307,14 +313,17 @@ class Nemesis:
                 if free:
                     min(free, key=lambda o: o.slot).state[WANTED] = h.key + 1
                     h.asked = True
-        # the held call blocks the store (holds its lock): since it stopped, no other worker has
-        # started a call for a while, and one is stuck inside a call
+        # the held call blocks the store (holds its lock): since it stopped, the others have made
+        # next to no progress (one call each at most), none for a while, and one is stuck in a call
         total = sum(int(o.state[OP_INDEX]) for o in others)
         if total != h.progress:
             h.progress, h.progress_ns = total, now
+        if total - h.ops_at_stop > len(others):
+            return None  # the others went on after this stop: it does not block them
         quiet = now - h.idle_ns
-        if any(o.paused_since is not None and o.paused_since < w.paused_since for o in others):
-            return None  # a worker held since before may be what blocks the store
+        if any(o.paused_since is not None and o.paused_since < w.paused_since
+               and (o.hold is None or o.hold.progress - o.hold.ops_at_stop <= len(others)) for o in others):
+            return None  # an earlier stop that may block the store goes first
         if h.progress_ns <= quiet and any(
                 o.paused_since is None and o.state[IN_CALL] and max(int(o.state[SINCE_NS]), w.paused_since) <= quiet
                 for o in others):
@@ -345,7 +354,7 @@ class Nemesis:
         hold, w.hold = w.hold, None
         if w in self.paused:
             self.paused.remove(w)
-        extra = {} if hold is None else {"successor": None if hold.successor is None else hold.successor[0].name,
+        extra = {} if hold is None else {"successor": None if hold.successor is None else hold.successor.name,
                                          "why": why}
         self.log("resume", {"target": w.name, "pid": w.pid, "paused_ms": round(paused_ns / 1e6, 3), **extra})
 

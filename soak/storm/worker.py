@@ -35,9 +35,11 @@ __all__ = [
 #: -1 for none), `TENURE_EPOCH` and `TENURE_EXPIRES_NS` publish the tenure the worker holds and
 #: the latest monotonic instant its lease can expire (completion of its grant or renewal + ttl).
 #: `WANTED` is set by the nemesis (key index + 1) to ask a worker without a tenure to take that
-#: run over next: the successor a held strike waits for.
-IN_CALL, OP_INDEX, SINCE_NS, SURFACE, PHASE, STRIKE, TENURE_KEY, TENURE_EPOCH, TENURE_EXPIRES_NS, WANTED = range(10)
-SLOTS = 10
+#: run over next: the successor a held strike waits for. `TENURE_OP` is the op index of the call
+#: that granted the published tenure (its acquire), so the nemesis can count the calls made since.
+(IN_CALL, OP_INDEX, SINCE_NS, SURFACE, PHASE, STRIKE, TENURE_KEY, TENURE_EPOCH, TENURE_EXPIRES_NS, WANTED,
+ TENURE_OP) = range(11)
+SLOTS = 11
 #: Worker phases (shared `PHASE` slot).
 STARTING, RUNNING, BOOT_FAILED, DONE, CRASHED, READY, BOOTING = range(7)
 PHASES = ("starting", "running", "boot-failed", "done", "crashed", "ready", "booting")
@@ -136,9 +138,12 @@ def worker_main(spec: WorkerSpec, state: Any, stop: Any, go: Any) -> None:
         return run_ids[want - 1] if 0 < want <= len(run_ids) else None
 
     def publish_tenure(key: str | None, epoch: int = 0, expires_ns: int = 0) -> None:
+        code = keys.get(key, -1) if key is not None else -1
+        if code != state[TENURE_KEY] or epoch != state[TENURE_EPOCH]:
+            state[TENURE_OP] = state[OP_INDEX]  # a new tenure: granted by the call just made
         state[TENURE_EPOCH] = epoch
         state[TENURE_EXPIRES_NS] = expires_ns
-        state[TENURE_KEY] = keys.get(key, -1) if key is not None else -1
+        state[TENURE_KEY] = code
 
     writer = HistoryWriter(Path(spec.history_dir) / f"{spec.process}.jsonl", spec.process)
     writer.event("start", {"pid": os.getpid(), "seed": spec.seed, "slot": spec.slot,

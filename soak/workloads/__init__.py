@@ -91,19 +91,21 @@ class WorkerContext:
         return self._strike
 
     def _strike_plan(self, f: str) -> Any:
-        """One strike of a call of surface `f` (see `soak.storm.strike`): mode step three times in four.
+        """One strike of a call of surface `f` (see `soak.storm.strike`): mode step five times in six.
 
-        Kernel mode's lead is uniform over 1.5 x the median of this worker's recent calls of the
-        surface (waits included), its delay over 1.5 x their lower quartile (about the work of
-        a call that did not wait).
+        Step mode's boundary is drawn triangular over the call's boundaries: a fence check must
+        come before the write it guards, so a window between them lies inside the call, never at
+        its first or last step. Kernel mode's lead is uniform over 1.5 x the median of this
+        worker's recent calls of the surface (waits included), its delay over 1.5 x their lower
+        quartile (about the work of a call that did not wait).
         """
         from soak.storm.strike import Strike
 
         recent = sorted(self._durations.get(f, ())) or [100_000]
         median, low = recent[len(recent) // 2], recent[len(recent) // 4]
         rnd = self.rng.random
-        mode = "kernel" if rnd() < 0.25 else "step"
-        return Strike(f, mode, 1 + int(rnd() * 1.5 * median), 1 + int(rnd() * 1.5 * low), rnd())
+        mode = "kernel" if rnd() < 1 / 6 else "step"
+        return Strike(f, mode, 1 + int(rnd() * 1.5 * median), 1 + int(rnd() * 1.5 * low), (rnd() + rnd()) / 2)
 
     def op(
         self,

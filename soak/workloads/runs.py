@@ -178,7 +178,7 @@ class _Worker:
                 continue
             self.publish(out.result)
             try:
-                self.tenure(out.result, asked)
+                self.tenure(out.result, asked, linger=wanted == run)
             finally:
                 self.ctx.publish_tenure(None)
 
@@ -214,14 +214,20 @@ class _Worker:
             return self.put_meta(lease.run_id, lease, "live"), tail
         if kind == "blob_put":
             return self.blob_put(self.blob_ref(lease.run_id), lease, "live"), tail
-        # a struck append skips a few seqs: if it lands late, after a successor's append at the
-        # tail + 1, the order guard lets it in and the journal shows the epoch inversion
-        seq = tail + (self.rng.randint(2, 4) if strike else 1)
+        # a struck append skips seqs: if it lands late, after a successor's appends at the tail
+        # + 1, + 2, ..., the order guard lets it in and the journal shows the epoch inversion
+        seq = tail + (self.rng.randint(5, 12) if strike else 1)
         out = self.append(lease.run_id, lease, "live", seq)
         return out, (seq if out.ok else None)
 
-    def tenure(self, lease: Lease, asked: float) -> None:
-        """One live tenure; `asked` is when the acquire was invoked (a lower bound of the grant)."""
+    def tenure(self, lease: Lease, asked: float, linger: bool = False) -> None:
+        """One live tenure; `asked` is when the acquire was invoked (a lower bound of the grant).
+
+        With `linger` (the nemesis asked this worker to take the run over from a holder it holds
+        stopped inside a write), the tenure waits a moment after its first read-back: the
+        nemesis lets the old holder go once these reads are done, so a write of its that lands
+        late lands between the successor's reads and its writes, where the reads show it.
+        """
         run = lease.run_id
         since = asked  # a lower bound of the latest grant or renewal of this tenure
         # how the tenure ends: a stall past the ttl, a struck edge write, or a release
@@ -229,6 +235,8 @@ class _Worker:
         stall = ending < self.sc.stall_prob
         strike = not stall and self.ctx.can_strike and ending < self.sc.stall_prob + self.sc.strike_prob
         tail = self.read_back(lease, "live")
+        if linger:
+            self.sleep(self.sc.lease_ttl_ms / 10000.0)
         lost = False
         for _ in range(self.rng.randint(self.sc.ops_min, self.sc.ops_max)):
             if self.ctx.should_stop():

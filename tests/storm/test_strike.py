@@ -29,6 +29,7 @@ from soak.storm.worker import (
     TENURE_EPOCH,
     TENURE_EXPIRES_NS,
     TENURE_KEY,
+    TENURE_OP,
     WANTED,
 )
 
@@ -139,11 +140,12 @@ def test_a_struck_holder_is_held_past_its_lease_until_a_successor_has_read_the_r
     assert nem._let_go(victim, workers, expires - 1) is None  # the lease may still be live
     assert nem._let_go(victim, workers, expires + 1) is None
     assert free.state[WANTED] == 2  # asked to take run 1 over
-    free.state[TENURE_KEY], free.state[TENURE_EPOCH], free.state[OP_INDEX] = 1, 6, 41  # granted epoch 6
+    # epoch 6 granted by its call 41
+    free.state[TENURE_KEY], free.state[TENURE_EPOCH], free.state[OP_INDEX], free.state[TENURE_OP] = 1, 6, 41, 41
     assert nem._let_go(victim, workers, expires + 2) is None
-    free.state[OP_INDEX] = 44  # three reads made, a fourth call started
+    free.state[OP_INDEX] = 43  # its journal read is done, the meta read in flight
     assert nem._let_go(victim, workers, expires + 3) is None
-    free.state[OP_INDEX] = 45
+    free.state[OP_INDEX] = 44  # both done, a third call started
     assert nem._let_go(victim, workers, expires + 4) == "successor"
     nem.resume(victim, "successor")
     assert victim.hold is None and not _is_stopped(victim.pid)
@@ -166,8 +168,8 @@ def test_a_struck_holder_that_blocks_the_store_is_let_go_and_a_miss_is_continued
     assert nem._let_go(victim, workers, now + 1) is None  # progress is watched from here
     assert nem._let_go(victim, workers, now + idle // 2) is None
     assert nem._let_go(victim, workers, now + idle + 2) == "blocked"  # nobody moved, one is stuck in a call
-    stuck.state[OP_INDEX] = 21  # had it moved, the hold goes on
-    assert nem._let_go(victim, workers, now + idle + 3) is None
+    stuck.state[OP_INDEX] = 23  # had the others gone on since the stop, it does not block them
+    assert nem._let_go(victim, workers, now + 2 * idle + 3) is None
     assert nem._let_go(victim, workers, victim.hold.cap_ns) == "cap"
     nem.resume_all(workers)
     assert not any(_is_stopped(h.pid) for h in workers)

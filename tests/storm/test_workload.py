@@ -13,7 +13,7 @@ from soak.workloads import WorkerContext, get_workload
 
 
 def _storm_in_threads(tmp_path, workers=3, ops=600):
-    sc = load_scenario("smoke", {"lease_ttl_ms": 30, "stall_prob": 0.5})
+    sc = load_scenario("smoke", {"lease_ttl_ms": 30, "stall_prob": 0.45})
     store = open_memory(str(tmp_path), lease_ttl_ms=sc.lease_ttl_ms)
     workload = get_workload("runs")
     threads = []

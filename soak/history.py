@@ -316,7 +316,7 @@ def operation_tuples(path: str | os.PathLike[str]) -> Iterator[tuple[Any, ...] |
     pending: dict[str, dict[str, Any]] = {}
     completions = frozenset(COMPLETIONS)
     loads = _loads
-    lineno = 0
+    done = 0  # lines before this batch
     with open(path, "rb") as fh:
         while True:
             batch = fh.readlines(_BATCH_BYTES)
@@ -333,16 +333,16 @@ def operation_tuples(path: str | os.PathLike[str]) -> Iterator[tuple[Any, ...] |
                     objs = None
             except ValueError:
                 objs = None
-            for k, raw in enumerate(batch):
-                lineno += 1
+            for k, obj in enumerate(batch if objs is None else objs):
                 try:
-                    obj = loads(raw) if objs is None else objs[k]
+                    if objs is None:
+                        obj = loads(obj)
                     t = obj["t"]
                     if t == "invoke":
                         p = obj["p"]
                         if p in pending:
                             raise HistoryCorruptError(
-                                f"{path}:{lineno}: process {p}: invoke {obj.get('i')} while invoke {pending[p]['i']} is pending"
+                                f"{path}:{done + k + 1}: process {p}: invoke {obj.get('i')} while invoke {pending[p]['i']} is pending"
                             )
                         if type(obj["i"]) is not int or type(obj["ts"]) is not int:
                             obj["i"], obj["ts"] = int(obj["i"]), int(obj["ts"])  # checked here, so a bad line is named
@@ -353,7 +353,7 @@ def operation_tuples(path: str | os.PathLike[str]) -> Iterator[tuple[Any, ...] |
                         inv = pending.pop(p, None)
                         if inv is None or inv["i"] != obj["i"]:
                             raise HistoryCorruptError(
-                                f"{path}:{lineno}: process {p}: completion {obj.get('i')} without its invoke")
+                                f"{path}:{done + k + 1}: process {p}: completion {obj.get('i')} without its invoke")
                         lease = inv.get("lease")
                         if lease:
                             key = tuple(lease)
@@ -371,14 +371,15 @@ def operation_tuples(path: str | os.PathLike[str]) -> Iterator[tuple[Any, ...] |
                     elif t == "event":
                         op = _decode(obj)
                     else:
-                        raise HistoryCorruptError(f"{path}:{lineno}: unknown record type {t!r}")
+                        raise HistoryCorruptError(f"{path}:{done + k + 1}: unknown record type {t!r}")
                 except HistoryCorruptError:
                     raise
                 except (ValueError, KeyError, TypeError, IndexError) as exc:
-                    if not raw.strip():
+                    if not batch[k].strip():
                         continue
-                    raise HistoryCorruptError(f"{path}:{lineno}: unreadable history record ({exc})") from exc
+                    raise HistoryCorruptError(f"{path}:{done + k + 1}: unreadable history record ({exc})") from exc
                 yield op
+            done += len(batch)
             if last:
                 break
     for inv in pending.values():

@@ -4,8 +4,11 @@ Decoding and folding a file needs nothing from the other files, and `soak.check.
 combines two partial folds exactly as one pass over all files in order would have continued.
 So the files (sorted, as one pass reads them) are cut into two contiguous groups of about
 equal size; a forked child folds the second while this process folds the first, then sends
-its compact summaries back through a pipe. Without `os.fork`, with threads running (forking
-them is unsafe), for small histories, or if the child fails, everything is folded here.
+its summaries back through a pipe, a frame at a time. Per-object summaries are consulted only
+for objects some read names (`check_reads`), so only those cross the pipe and stay. Then half
+the checkers run in a second forked child that shares the facts copy-on-write. Without
+`os.fork`, with threads running (forking them is unsafe), for small histories, or if a child
+fails, everything is done here; the verdict is the same either way.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ import os
 import pickle
 import signal
 import threading
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterator, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -53,20 +56,23 @@ def fold_files(paths: Sequence[Path], new: Callable[[], Facts], *, workers: int 
         fold(facts, history_tuples(paths))
         return facts
 
-    def child() -> Iterator[Any]:
+    def child() -> Generator[Any, Any, None]:
         try:
             later = new()
             fold(later, history_tuples(second))
         except HistoryCorruptError as exc:
             yield "corrupt", str(exc)
             return
-        tenures, objects = list(later.tenures.items()), list(later.objects.items())
+        tenures, objects = list(later.tenures.items()), later.objects
         later.snapshot, later.index, later.tenures, later.objects = None, {}, {}, {}  # the parent has the first two
         yield "ok", later
         for i in range(0, len(tenures), _CHUNK):
             yield "tenures", tenures[i:i + _CHUNK]
-        for i in range(0, len(objects), _CHUNK):
-            yield "objects", objects[i:i + _CHUNK]
+        # Object summaries are consulted only for objects some read names: send just those.
+        read = yield _ASK
+        wanted = [item for item in objects.items() if item[0] in read]
+        for i in range(0, len(wanted), _CHUNK):
+            yield "objects", wanted[i:i + _CHUNK]
 
     def here() -> Facts:
         facts = new()
@@ -74,20 +80,26 @@ def fold_files(paths: Sequence[Path], new: Callable[[], Facts], *, workers: int 
         return facts
 
     facts, frames = _fork_join(child, here)
-    if frames is not None:
-        try:
-            kind, body = next(frames, ("error", None))
-            if kind == "corrupt":
-                raise HistoryCorruptError(body)
-            if kind == "ok":
-                merge(facts, body)
-                for kind, items in frames:
-                    (merge_tenures if kind == "tenures" else merge_objects)(facts, items)
-                return facts
-        except FoldOverlap:
-            pass  # one process's records in both groups: fold them in one pass below
-        finally:
-            frames.close()
+    try:
+        kind, body = next(frames, ("error", None))
+        if kind == "corrupt":
+            raise HistoryCorruptError(body)
+        if kind == "ok":
+            merge(facts, body)
+            read = {rd.obj for rd in facts.reads}  # the objects the reads of both groups name
+            for obj in [o for o in facts.objects if o not in read]:
+                del facts.objects[obj]  # never consulted: free it before the child's summaries arrive
+            for frame in frames:
+                if frame == _ASK:
+                    frames.reply(read)
+                    continue
+                kind, items = frame
+                (merge_tenures if kind == "tenures" else merge_objects)(facts, items)
+            return facts
+    except FoldOverlap:
+        pass  # one process's records in both groups: fold them in one pass below
+    finally:
+        frames.close()
     facts = new()
     fold(facts, history_tuples(paths))
     return facts
@@ -105,14 +117,13 @@ def split_checkers(facts: Facts, checkers: Sequence[tuple[str, Checker]]) -> lis
         return run_checkers(facts, checkers)
     stats_before = dict(facts.stats)
 
-    def child() -> Iterator[Any]:
+    def child() -> Generator[Any, Any, None]:
         results = run_checkers(facts, theirs)
         yield results, {k: v for k, v in facts.stats.items() if stats_before.get(k) != v}
 
     own, frames = _fork_join(child, lambda: run_checkers(facts, mine))
-    sent = None if frames is None else next(frames, None)
-    if frames is not None:
-        frames.close()
+    sent = next(frames, None)
+    frames.close()
     if sent is None:
         results = run_checkers(facts, theirs)
     else:
@@ -123,55 +134,84 @@ def split_checkers(facts: Facts, checkers: Sequence[tuple[str, Checker]]) -> lis
 
 
 T = TypeVar("T")
+#: What a child yields to ask this process a question; its next frame follows the answer (`_Child.reply`).
+_ASK = "?"
 
 
-def _fork_join(child: Callable[[], Iterable[Any]], here: Callable[[], T]) -> tuple[T, Iterator[Any] | None]:
-    """Run `child` in a forked process while this one runs `here`: what `here` returns, and the child's frames.
+def _fork_join(child: Callable[[], Generator[Any, Any, None]], here: Callable[[], T]) -> tuple[T, _Child]:
+    """Run `child` in a forked process while this one runs `here`: what `here` returns, and the child.
 
-    The child pickles each object it yields on its own (no pickle memo grows with the whole) and
-    leaves without running this process's cleanup. The frames iterator reads them as they are
-    consumed and reaps the child once exhausted or closed; it is None when `here` finished but
-    the child could not be started.
+    The child pickles each frame it yields on its own (no pickle memo grows with the whole) and
+    leaves without running this process's cleanup; a frame `_ASK` waits for this process's
+    `reply`, which the yield returns in the child.
     """
     read_end, write_end = os.pipe()
+    back_read, back_write = os.pipe()
     pid = os.fork()
     if pid == 0:
         os.close(read_end)
+        os.close(back_write)
         status = 0
         try:
-            with os.fdopen(write_end, "wb") as out:
-                for frame in child():
+            with os.fdopen(write_end, "wb") as out, os.fdopen(back_read, "rb") as answers:
+                frames = child()
+                frame = next(frames, None)
+                while frame is not None:
                     pickle.dump(frame, out, protocol=pickle.HIGHEST_PROTOCOL)
+                    answer = None
+                    if frame is _ASK:
+                        out.flush()
+                        answer = pickle.load(answers)
+                    frame = frames.send(answer)
+        except StopIteration:
+            pass
         except BaseException:  # noqa: BLE001 - the parent sees the frames stop and does the work itself
             status = 1
         os._exit(status)
     os.close(write_end)
-    inp = os.fdopen(read_end, "rb")
+    os.close(back_read)
+    them = _Child(pid, os.fdopen(read_end, "rb"), os.fdopen(back_write, "wb"))
     try:
         result = here()
     except BaseException:
-        inp.close()
-        os.kill(pid, signal.SIGKILL)
-        os.waitpid(pid, 0)
+        them.close()
         raise
-    return result, _frames(inp, pid)
+    return result, them
 
 
-def _frames(inp: Any, pid: int) -> Iterator[Any]:
-    """The child's frames, until it ends (a broken last frame ends them too); then the child is reaped."""
-    try:
-        while True:
-            try:
-                yield pickle.load(inp)
-            except (EOFError, pickle.UnpicklingError):
-                return
-    finally:
-        inp.close()
+class _Child:
+    """A forked child: its frames as they are read (they end when it ends), and answers to its questions."""
+
+    def __init__(self, pid: int, frames: Any, answers: Any) -> None:
+        self.pid, self._frames, self._answers = pid, frames, answers
+
+    def __iter__(self) -> Iterator[Any]:
+        return self
+
+    def __next__(self) -> Any:
         try:
-            os.kill(pid, signal.SIGKILL)  # a no-op once it has exited; stops it when the frames were left unread
-        except ProcessLookupError:
-            pass
-        os.waitpid(pid, 0)
+            return pickle.load(self._frames)
+        except (EOFError, pickle.UnpicklingError, OSError, ValueError):  # ended, cut short, or closed
+            raise StopIteration from None
+
+    def reply(self, answer: Any) -> None:
+        pickle.dump(answer, self._answers, protocol=pickle.HIGHEST_PROTOCOL)
+        self._answers.flush()
+
+    def close(self) -> None:
+        """Stop the child if it is still running and reap it."""
+        for f in (self._frames, self._answers):
+            try:
+                f.close()
+            except OSError:
+                pass
+        if self.pid:
+            try:
+                os.kill(self.pid, signal.SIGKILL)  # a no-op once it has exited
+            except ProcessLookupError:
+                pass
+            os.waitpid(self.pid, 0)
+            self.pid = 0
 
 
 def _can_fork() -> bool:

@@ -188,7 +188,7 @@ class _Worker:
 
     def edge_write(self, lease: Lease, since: float, tail: int | None,
                    strike: bool = False) -> tuple[Outcome | None, int | None]:
-        """Wait until the tenure is about to expire (by this worker's clock), then write.
+        """Keep writing until the tenure is about to expire (by this worker's clock), then write.
 
         A holder writing at the very end of its tenure while others wait to take the run over
         is where a store whose fence check and write are not one unit lets a takeover in.
@@ -199,9 +199,9 @@ class _Worker:
         write land after that shows it in the successor's reads.
         """
         ttl = self.sc.lease_ttl_ms / 1000.0
-        self.sleep(since + ttl * (1.0 - self.rng.uniform(0.0, 0.04)) - time.monotonic())
-        if self.ctx.should_stop():
-            return None, tail
+        out, tail = self.busy_until(since + ttl * (1.0 - self.rng.uniform(0.0, 0.04)), lease, tail)
+        if self.ctx.should_stop() or (out is not None and out.refused(LeaseHeldError)):
+            return out, tail
         # a struck write favours the journal and meta, which every successor reads first
         kind = self.rng.choices(("append", "put_meta", "blob_put"), (1, 2, 1) if strike else (1, 1, 1))[0]
         if kind == "append" and tail is None:
@@ -219,6 +219,36 @@ class _Worker:
         seq = tail + (self.rng.randint(5, 12) if strike else 1)
         out = self.append(lease.run_id, lease, "live", seq)
         return out, (seq if out.ok else None)
+
+    def busy_until(self, deadline: float, lease: Lease, tail: int | None) -> tuple[Outcome | None, int | None]:
+        """Keep writing to the tenure's run, a write every 3-12 ms, until `deadline` (monotonic).
+
+        The wait for a tenure's edge is not idle: the store stays under contention while others
+        are held or take over (a store that misbehaves when a call has to wait shows it then).
+        Returns the first refusal by the fence (the tenure is lost) or None, and the tail.
+        """
+        run = lease.run_id
+        while not self.ctx.should_stop():
+            pace = self.rng.uniform(0.003, 0.012)
+            if time.monotonic() + pace >= deadline:
+                break
+            self.sleep(pace)
+            kind = self.rng.choice(("append", "put_meta", "blob_put"))
+            if kind == "append":
+                if tail is None:
+                    tail = self.load_tail(run, "live", lease)
+                    if tail is None:
+                        continue
+                out = self.append(run, lease, "live", tail + 1)
+                tail = tail + 1 if out.ok else None
+            elif kind == "put_meta":
+                out = self.put_meta(run, lease, "live")
+            else:
+                out = self.blob_put(self.blob_ref(run), lease, "live")
+            if out.refused(LeaseHeldError):
+                return out, tail
+        self.sleep(deadline - time.monotonic())
+        return None, tail
 
     def tenure(self, lease: Lease, asked: float, linger: bool = False) -> None:
         """One live tenure; `asked` is when the acquire was invoked (a lower bound of the grant).

@@ -487,23 +487,10 @@ def fold(facts: Facts, ops: Iterable[Operation | Any]) -> None:
         if outcome != "fail" and own_run:
             # fold into the per-(object, epoch) summaries; accepted writes keep the whole operation
             # until the next batch compaction
-            c = args.get("c", 0)
             if outcome == "ok" and f != "delete":
-                if f == "append":
-                    obj, value = ("journal", run), (args.get("seq"), args.get("tag"))
-                elif f == "put_meta":
-                    obj, value = ("meta", run), args.get("tag")
-                elif f == "blob_put":
-                    obj, value = ("blob", args.get("ref", "")), args.get("tag")
-                else:
-                    obj, value = ("blob", args.get("ref", "")), None
-                per = objects.get(obj)
-                if per is None:
-                    per = objects[obj] = {}
-                o = per.get(epoch)
-                if o is None:
-                    o = per[epoch] = _Obj()
-                if o.accept(c, value, op):
+                (obj, value), = _writes(f, run, args)
+                o = _summary(objects, obj, epoch)
+                if o.accept(args.get("c", 0), value, op):
                     dirty.append(o)
             else:
                 _fold_objects(objects, f, run, args, epoch, outcome == "ok", op)
@@ -746,18 +733,24 @@ def _writes(f: str, run: str, args: dict[str, Any]) -> list[tuple[tuple[str, str
     return [(("blob", args.get("ref", "")), None)]  # blob_delete
 
 
+def _summary(objects: dict[tuple[str, str], dict[int, _Obj]], obj: tuple[str, str], epoch: int) -> _Obj:
+    """The summary of `obj`'s writes under `epoch`, made on first use."""
+    per = objects.get(obj)
+    if per is None:
+        per = objects[obj] = {}
+    o = per.get(epoch)
+    if o is None:
+        o = per[epoch] = _Obj()
+    return o
+
+
 def _fold_objects(objects: dict[tuple[str, str], dict[int, _Obj]], f: str, run: str, args: dict[str, Any],
                   epoch: int, ok: bool, op: tuple[Any, ...]) -> None:
     """Fold an accepted or unknown leased write of its own run into the per-(object, epoch) summaries."""
     lite = _lite(op)
     c = args.get("c", 0)
     for obj, value in _writes(f, run, args):
-        per = objects.get(obj)
-        if per is None:
-            per = objects[obj] = {}
-        o = per.get(epoch)
-        if o is None:
-            o = per[epoch] = _Obj()
+        o = _summary(objects, obj, epoch)
         if ok:
             o.accept(c, value, lite)
         else:

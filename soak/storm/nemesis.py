@@ -119,7 +119,8 @@ def _proc_state(pid: int) -> bytes:
 
 
 def _syscall(pid: int) -> str:
-    """Where a stopped process was: the name or number of the system call it was in, or `user`."""
+    """Where a stopped process was: `user`, or the number of the system call it was in (as the
+    kernel shows it in /proc/PID/syscall)."""
     try:
         with open(f"/proc/{pid}/syscall") as fh:
             first = fh.read().split()[:1]
@@ -127,16 +128,7 @@ def _syscall(pid: int) -> str:
         return "?"
     if not first:
         return "?"
-    if first[0] in ("-1", "running"):
-        return "user"
-    return _SYSCALL_NAMES.get(first[0], first[0])
-
-
-#: x86-64 numbers of the system calls a store call commonly blocks in (others are shown as numbers)
-_SYSCALL_NAMES = {"0": "read", "1": "write", "7": "poll", "17": "pread64", "18": "pwrite64", "23": "select",
-                  "35": "nanosleep", "44": "sendto", "45": "recvfrom", "72": "fcntl", "73": "flock",
-                  "74": "fsync", "75": "fdatasync", "202": "futex", "230": "clock_nanosleep", "232": "epoll_wait",
-                  "270": "pselect6", "271": "ppoll"}
+    return "user" if first[0] in ("-1", "running") else first[0]
 
 
 def _is_stopped(pid: int) -> bool:

@@ -29,6 +29,7 @@ import os
 import signal
 import sys
 from collections import deque
+from typing import NamedTuple
 
 __all__ = ["MODES", "Strike", "StrikeTimer"]
 
@@ -66,13 +67,14 @@ def _libc():
     return None
 
 
-class Strike(tuple):
-    """One planned strike: (surface, mode, lead_ns, delay_ns, u) with u uniform in [0, 1)."""
+class Strike(NamedTuple):
+    """One planned strike of a call of `surface`; `u` in [0, 1) places a step-mode stop."""
 
-    __slots__ = ()
-
-    def __new__(cls, surface: str, mode: str, lead_ns: int, delay_ns: int, u: float):
-        return super().__new__(cls, (surface, mode, lead_ns, delay_ns, u))
+    surface: str
+    mode: str
+    lead_ns: int
+    delay_ns: int
+    u: float
 
 
 class StrikeTimer:
@@ -132,6 +134,7 @@ class StrikeTimer:
             signal.setitimer(signal.ITIMER_REAL, max(1, lead_ns) / 1e9)
 
     def disarm(self) -> None:
+        """End the strike of the call that just returned (a stop not yet landed never will)."""
         if not self.available:
             return
         if self._counting is not None:
@@ -142,7 +145,8 @@ class StrikeTimer:
             if seen is None:
                 seen = self._steps[surface] = deque(maxlen=9)
             seen.append(self._seen)
-        if self._stage:
+            return
+        if self._stage:  # the lead alarm has not fired yet
             self._stage = 0
             signal.setitimer(signal.ITIMER_REAL, 0)
         self._set(0)

@@ -105,12 +105,12 @@ def worker_main(spec: WorkerSpec, state: Any, stop: Any, go: Any) -> None:
     from soak.errors import StoreBootError
     from soak.history import HistoryWriter
     from soak.spi import StoreError
+    from soak.storm.strike import MODES, StrikeTimer
     from soak.workloads import WorkerContext, get_workload
 
-    from soak.storm.strike import MODES, StrikeTimer
-
     timer = StrikeTimer()
-    keys = {k: i for i, k in enumerate(get_workload(spec.scenario.workload).run_ids(spec.scenario))}
+    workload = get_workload(spec.scenario.workload)
+    keys = {k: i for i, k in enumerate(workload.run_ids(spec.scenario))}
     state[TENURE_KEY] = -1
 
     def enter(index: int, f: str, strike: Any = None) -> None:
@@ -183,7 +183,7 @@ def worker_main(spec: WorkerSpec, state: Any, stop: Any, go: Any) -> None:
         can_strike=timer.available,
     )
     try:
-        get_workload(sc.workload).worker_loop(ctx)
+        workload.worker_loop(ctx)
     except BaseException as exc:  # a harness bug: record it, let the orchestrator decide
         state[IN_CALL] = 0
         writer.event("crash", {"error": type(exc).__name__, "message": str(exc)[:500],

@@ -79,16 +79,15 @@ class WorkerContext:
         """The tag the next invoke will carry (`process#index`)."""
         return f"{self.process}#{self.writer.next_index()}"
 
-    def strike_next_call(self) -> bool:
+    def strike_next_call(self) -> None:
         """Have the next store call struck: the worker stops itself at a random point inside it.
 
         The point is a random boundary between two steps of the store's code, or a random
         instant (see `soak.storm.strike`); one after the call returned is a miss the nemesis
         lets go at once. The nemesis holds a stop that landed inside the call past the lease
-        (see `soak.storm.nemesis`). Returns False where strikes are unavailable.
+        (see `soak.storm.nemesis`). Nothing where strikes are unavailable.
         """
         self._strike = self.can_strike
-        return self._strike
 
     def _strike_plan(self, f: str) -> Any:
         """One strike of a call of surface `f` (see `soak.storm.strike`): mode step five times in six.
@@ -145,7 +144,8 @@ class WorkerContext:
 
     def _left(self, f: str, started: int, struck: Any) -> None:
         self.leave_call()
-        if not struck:  # a struck call's duration includes the hold
+        # kernel-mode strikes time themselves by these (a struck call's duration includes the hold)
+        if self.can_strike and not struck:
             recent = self._durations.get(f)
             if recent is None:
                 recent = self._durations[f] = deque(maxlen=15)

@@ -194,7 +194,7 @@ class _Worker:
         is where a store whose fence check and write are not one unit lets a takeover in.
         `since` is a lower bound of the last grant or renewal (the call's invoke time), so the
         write is made while the lease is still live. With `strike`, the write is struck: the
-        worker stops itself at a random instant inside it and the nemesis holds it there past
+        worker stops itself at a random point inside it and the nemesis holds it there past
         the lease while a successor takes the run over and reads it; a store that lets the
         write land after that shows it in the successor's reads.
         """

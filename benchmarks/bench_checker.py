@@ -1,8 +1,8 @@
 """Checker throughput and memory on synthetic consistent histories (100k and 1M operations).
 
 Generates a run directory whose history is what a correct store would produce (tenures with
-appends, metas, blob puts and deletes, renews, refused takeover attempts, stale refusals after
-release, periodic run deletions), times `soak.check.check_run` on it in a fresh process and
+a read-back after each grant, appends, metas, blob puts and deletes, renews, tenured reads,
+refused takeover attempts, stale refusals after release, periodic run deletions), times `soak.check.check_run` on it in a fresh process and
 prints operations per second (wall clock; CPU counts the forked helper too), the ratio to the
 target, and the peak RSS of that process and of the helper it forks (`soak.check.parallel`).
 The check must pass.
@@ -66,6 +66,18 @@ def generate(run_dir: Path, n_ops: int, *, workers: int = 8, runs: int = 4, seed
         count += 1
         return f"{w}#{i}"
 
+    def read(w: str, f: str, run: str, lease: list) -> None:
+        """A read made under the tenure `lease`, seeing the serial state (the checker judges it)."""
+        if f == "load":
+            tail = journals[run][-1] if journals[run] else (0, None)
+            emit(w, f, run, None, {"tenure": lease},
+                 result={"tail": tail[0], "count": len(journals[run]), "tail_tag": tail[1]})
+        elif f == "get_meta":
+            emit(w, f, run, None, {"tenure": lease}, result={"tag": metas[run][0] if metas[run] else None})
+        else:
+            ref = f"{run}/b{rng.randrange(6)}"
+            emit(w, f, run, None, {"ref": ref, "tenure": lease}, result={"tag": blobs[run].get(ref)})
+
     while count < n_ops:
         run = rng.choice(run_ids)
         w = rng.choice(names)
@@ -75,6 +87,8 @@ def generate(run_dir: Path, n_ops: int, *, workers: int = 8, runs: int = 4, seed
         lease = [run, w, epoch[run]]
         emit(w, "acquire", run, None, {"owner": w}, result={"epoch": epoch[run]})
         holder[run] = lease
+        for f in ("load", "get_meta"):  # the new holder reads the run back, as the runs workload does
+            read(w, f, run, lease)
         if prev is not None:  # the previous holder's stale sweep: refused
             emit(prev[1], "append", run, prev, {"seq": 10**6, "tag": f"{prev[1]}#{index[prev[1]]}", "c": 99},
                  outcome="fail", result={"holder": lease}, err="LeaseHeldError")
@@ -109,8 +123,7 @@ def generate(run_dir: Path, n_ops: int, *, workers: int = 8, runs: int = 4, seed
                      err="LeaseHeldError")
             else:
                 c -= 1
-                emit(w, "load", run, None, {}, result={"tail": journals[run][-1][0] if journals[run] else 0,
-                                                       "count": len(journals[run])})
+                read(w, rng.choice(("load", "get_meta", "blob_get")), run, lease)
         if tenures[run] % 16 == 0:  # the run completes and is deleted: the final state stays bounded
             c += 1
             emit(w, "delete", run, lease, {"c": c})

@@ -163,6 +163,25 @@ class _Tenure:
             self.rel_ok_ev = _lite_of(self.rel_ok_ev, memo)
 
 
+    def granted_to(self, owner: str) -> bool:
+        for g in self.grants:
+            if g[2] == owner:
+                return True
+        return False
+
+    def grant_invoke(self) -> int:
+        """The earliest invocation of an accepted acquire of this tenure (there must be one)."""
+        grants = self.grants
+        return grants[0][0] if len(grants) == 1 else min(g[0] for g in grants)
+
+    def live_since(self, before: int) -> int | None:
+        """The latest invocation among the grants and renewals that completed before `before`, or None."""
+        best = None
+        for m in self.marks:
+            if m[1] < before and (best is None or m[0] > best):
+                best = m[0]
+        return best
+
     def absorb(self, later: _Tenure) -> None:
         """Continue with what `later` (a fold of the files after this one's) says about the same tenure."""
         self.grants.extend(later.grants)
@@ -582,7 +601,7 @@ def fold(facts: Facts, ops: Iterable[Operation | Any]) -> None:
                     # past their ttl (or before any of them completed) can never be spurious.
                     if t.rel_inv < complete:
                         continue  # released first
-                    last = max((m[0] for m in t.marks if m[1] < invoke), default=None)
+                    last = t.live_since(invoke)
                     if last is None or complete >= last + ttl_ns - margin_ns:
                         continue
                 refusals.append((run, epoch, owner, _lite(op)))
@@ -1005,12 +1024,12 @@ def check_refusals(facts: Facts) -> list[Violation]:
     for run, epoch, owner, op in facts.refusals:
         t = facts.tenures.get((run, epoch))
         ev = evidence(op)
-        if t is None or not t.grants or owner not in {g[2] for g in t.grants} or ev.complete_ns is None:
+        if t is None or not t.granted_to(owner) or ev.complete_ns is None:
             continue
         done = ev.complete_ns
         if t.rel_inv < done:
             continue
-        grant_inv = min(g[0] for g in t.grants)
+        grant_inv = t.grant_invoke()
         ra = facts.run_acc.get(run)
         if ra is not None:
             acq = sorted_acq.get(run)
@@ -1020,11 +1039,8 @@ def check_refusals(facts: Facts) -> list[Violation]:
                 continue  # another acquire was attempted meanwhile: the tenure may have been taken
             if any(inv < done and comp > grant_inv and inv != grant_inv for inv, comp in ra.acq_unknown):
                 continue
-        lives = [m[0] for m in t.marks if m[1] < ev.invoke_ns]
-        if not lives:
-            continue
-        last = max(lives)
-        if done < last + ttl - margin:
+        last = t.live_since(ev.invoke_ns)
+        if last is not None and done < last + ttl - margin:
             out.append(Violation(
                 "live-accepted",
                 f"{ev.f} under epoch {epoch} of run {run} refused {(done - last) / 1e6:.1f} ms after its last grant "
@@ -1261,26 +1277,37 @@ def _surely_held(facts: Facts) -> Callable[[_Read], _Tenure | None]:
             suffix[i] = best
         later[r] = ([p[0] for p in pairs], suffix)
 
+    deadlines: dict[tuple[str, int], float] = {}
+
+    def deadline(t: _Tenure, grant_inv: int) -> float:
+        """The earliest invocation of another grant of t's run after t's grant, or of a later epoch's grant."""
+        invs, _ = grants[t.run]
+        k = bisect.bisect_right(invs, grant_inv)
+        first = invs[k] if k < len(invs) else _NEVER
+        epochs, suffix = later[t.run]
+        j = bisect.bisect_right(epochs, t.epoch)
+        if j < len(epochs) and suffix[j] < first:
+            first = suffix[j]
+        deadlines[(t.run, t.epoch)] = first
+        return first
+
     def held(rd: _Read) -> _Tenure | None:
-        t = facts.tenures.get((rd.run, rd.epoch))
+        key = (rd.run, rd.epoch)
+        t = facts.tenures.get(key)
         inv, done = rd.op[7], rd.op[8]
-        if t is None or not t.grants or done is None or t.rel_inv < done:
+        if t is None or not t.grants or done is None or t.rel_inv < done or not t.granted_to(rd.owner):
             return None
-        if rd.owner not in {g[2] for g in t.grants}:
-            return None
-        grant_inv = min(g[0] for g in t.grants)
-        invs, _ = grants[rd.run]
-        if bisect.bisect_left(invs, done) - bisect.bisect_right(invs, grant_inv) > 0:
-            return None  # another grant was invoked meanwhile
-        epochs, suffix = later[rd.run]
-        j = bisect.bisect_right(epochs, rd.epoch)
-        if j < len(epochs) and suffix[j] < done:
-            return None  # a later epoch's grant was in flight
+        grant_inv = t.grant_invoke()
+        first = deadlines.get(key)
+        if first is None:
+            first = deadline(t, grant_inv)
+        if first < done:
+            return None  # another grant, or a later epoch's, was invoked meanwhile
         ra = facts.run_acc.get(rd.run)
-        if ra is not None and any(i < done and c > grant_inv for i, c in ra.acq_unknown):
+        if ra is not None and ra.acq_unknown and any(i < done and c > grant_inv for i, c in ra.acq_unknown):
             return None
-        lives = [m[0] for m in t.marks if m[1] < inv]
-        if not lives or done >= max(lives) + ttl - margin:
+        last = t.live_since(inv)
+        if last is None or done >= last + ttl - margin:
             return None
         return t
 
@@ -1309,8 +1336,8 @@ def check_reads(facts: Facts) -> list[Violation]:
         eps = epochs_of.get(obj)
         if eps is None:
             eps = epochs_of[obj] = sorted(per)
-        for ep in reversed(eps[:bisect.bisect_left(eps, epoch)]):
-            o = per[ep]
+        for k in range(bisect.bisect_left(eps, epoch) - 1, -1, -1):  # downwards, without copying the epochs
+            o = per[eps[k]]
             for c, v, op in o.unk:
                 allowed.setdefault(v, op)
             if o.ok_c is not None:
@@ -1353,7 +1380,7 @@ def _misread(facts: Facts, rd: _Read, t: _Tenure, own_wrote: bool,
     shown = "nothing" if seen_tag is None and rd.seen in (None, _EMPTY_JOURNAL) else (
         f"{seen_tag}" + (f" at seq {rd.seen[0]}" if kind == "journal" else ""))
     head = f"{rev.tag} read {what} under epoch {rd.epoch} while it was surely live and saw {shown}"
-    grant_inv = min(g[0] for g in t.grants)
+    grant_inv = t.grant_invoke()
     lost = _OBJECT_CLAUSE[kind]
     if own_wrote:
         mine = evidence(rd.own[2])
@@ -1471,7 +1498,7 @@ def check_takeovers(facts: Facts) -> list[Violation]:
             # anything invoked before it completed may have landed first
             if j < len(epochs) and suffix[j] < done:
                 continue  # a later grant may have landed first
-            grant_inv = min(g[0] for g in t.grants)
+            grant_inv = t.grant_invoke()
             if bisect.bisect_left(grant_invokes, done) - bisect.bisect_right(grant_invokes, grant_inv) > 0:
                 continue  # another grant (of any epoch: a store may reset them) came in between
             if any(u < done and c > grant_inv for u, c in ra.acq_unknown):

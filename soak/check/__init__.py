@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from soak.check.core import CHECKERS, check, finish, judge, new_facts
-from soak.check.parallel import fold_files, history_tuples, split_checkers
+from soak.check.parallel import TwoCores, history_tuples
 from soak.check.verdict import Evidence, Verdict, Violation, merge_results
 from soak.history import Operation, Record
 from soak.rundir import VERDICT_FILE, history_paths, load_run_info, load_snapshot, write_json
@@ -52,9 +52,8 @@ def check_run(run_dir: str | os.PathLike[str], *, write: bool = True) -> Verdict
                 status=info.status if info.error is None else f"{info.status} ({info.error})",
                 quorum=quorum,
             )
-            paths = history_paths(run_dir)
-            verdict = judge(lambda: finish(fold_files(paths, lambda: new_facts(snapshot, **settings))),
-                            runner=split_checkers)
+            with TwoCores(history_paths(run_dir), lambda: new_facts(snapshot, **settings)) as cores:
+                verdict = judge(lambda: finish(cores.fold()), runner=cores.run_checkers)
     if write:
         write_json(run_dir / VERDICT_FILE, verdict.to_json())
     return verdict

@@ -174,6 +174,19 @@ class _Tenure:
         grants = self.grants
         return grants[0][0] if len(grants) == 1 else min(g[0] for g in grants)
 
+    def grant_complete(self) -> int:
+        """The earliest completion of an accepted acquire of this tenure (there must be one)."""
+        grants = self.grants
+        return grants[0][1] if len(grants) == 1 else min(g[1] for g in grants)
+
+    def renewed_by(self, before: int) -> int | None:
+        """The latest completion among the grants and renewals invoked before `before`, or None."""
+        best = None
+        for m in self.marks:
+            if m[0] < before and (best is None or m[1] > best):
+                best = m[1]
+        return best
+
     def live_since(self, before: int) -> int | None:
         """The latest invocation among the grants and renewals that completed before `before`, or None."""
         best = None
@@ -295,12 +308,20 @@ class _Obj:
 
 
 class _Read:
-    """One accepted read made under a tenure the worker believed it held, with what it saw."""
+    """One accepted read made under a tenure the worker believed it held, with what it saw.
+
+    The read itself is kept as `op` = (process, index, f, invoke, complete): the rest of its
+    evidence follows from the read (`evidence`).
+    """
 
     __slots__ = ("obj", "run", "epoch", "owner", "seen", "op", "own")
 
     def __init__(self, obj: tuple[str, str], run: str, epoch: int, owner: str, seen: Any, op: Any, own: Any) -> None:
         self.obj, self.run, self.epoch, self.owner, self.seen, self.op, self.own = obj, run, epoch, owner, seen, op, own
+
+    def evidence(self) -> Evidence:
+        process, index, f, invoke, complete = self.op
+        return Evidence(process, index, f, self.run, None, None, "ok", invoke, complete, f"{process}#{index}")
 
 
 @dataclass(slots=True)
@@ -503,13 +524,13 @@ def fold(facts: Facts, ops: Iterable[Operation | Any]) -> None:
                 key3 = (lease.run_id, epoch, outcome)
                 seg = _note_tag(tagged, process, op_index, key3)
                 seg[2], seg[3] = (lease, outcome) if seg[1][-1] == key3 else (None, None)
-        if outcome != "fail" and own_run:
+        if is_mut and outcome != "fail" and own_run:
             # fold into the per-(object, epoch) summaries; accepted writes keep the whole operation
             # until the next batch compaction
             if outcome == "ok" and f != "delete":
                 (obj, value), = _writes(f, run, args)
                 o = _summary(objects, obj, epoch)
-                if o.accept(args.get("c", 0), value, op):
+                if o.accept(key[1], value, op):
                     dirty.append(o)
             else:
                 _fold_objects(objects, f, run, args, epoch, outcome == "ok", op)
@@ -820,17 +841,19 @@ def _note_read(facts: Facts, op: tuple[Any, ...]) -> None:
     if run != op[_RUN]:
         return
     res = op[_RES]
-    if op[_F] == "load":
+    f = op[_F]
+    if f == "load":
         if "tail_tag" not in res:
             return  # an older history: no tag to compare
-        obj, seen = ("journal", run), (res.get("tail"), res.get("tail_tag"))
-    elif op[_F] == "get_meta":
-        obj, seen = ("meta", run), res.get("tag")
+        f, obj, seen = "load", ("journal", run), (res.get("tail"), res.get("tail_tag"))
+    elif f == "get_meta":
+        f, obj, seen = "get_meta", ("meta", run), res.get("tag")
     else:
-        obj, seen = ("blob", str(args.get("ref", ""))), res.get("tag")
+        f, obj, seen = "blob_get", ("blob", str(args.get("ref", ""))), res.get("tag")
     per = facts.objects.get(obj)
     cur = per.get(epoch) if per is not None else None
-    facts.reads.append(_Read(obj, run, epoch, owner, seen, _lite(op), None if cur is None else cur.frozen()))
+    facts.reads.append(_Read(obj, run, epoch, owner, seen, (_intern(op[_P]), op[_I], f, op[_INV], op[_COMP]),
+                             None if cur is None else cur.frozen()))
 
 
 def _run_of(run_acc: dict[str, _Run], run: str) -> _Run:
@@ -1294,7 +1317,7 @@ def _surely_held(facts: Facts) -> Callable[[_Read], _Tenure | None]:
     def held(rd: _Read) -> _Tenure | None:
         key = (rd.run, rd.epoch)
         t = facts.tenures.get(key)
-        inv, done = rd.op[7], rd.op[8]
+        inv, done = rd.op[3], rd.op[4]
         if t is None or not t.grants or done is None or t.rel_inv < done or not t.granted_to(rd.owner):
             return None
         grant_inv = t.grant_invoke()
@@ -1375,7 +1398,7 @@ def _misread(facts: Facts, rd: _Read, t: _Tenure, own_wrote: bool,
     """Name the clause a disallowed read breaks, citing the read and the writes involved."""
     kind, name = rd.obj
     what = f"the journal tail of {name}" if kind == "journal" else f"the meta of {name}" if kind == "meta" else f"blob {name}"
-    rev = evidence(rd.op)
+    rev = rd.evidence()
     seen_tag = rd.seen[1] if kind == "journal" else rd.seen
     shown = "nothing" if seen_tag is None and rd.seen in (None, _EMPTY_JOURNAL) else (
         f"{seen_tag}" + (f" at seq {rd.seen[0]}" if kind == "journal" else ""))
@@ -1473,8 +1496,7 @@ def check_takeovers(facts: Facts) -> list[Violation]:
         held, ts = ra.held, by_run.get(run)
         if not held or not ts:
             continue
-        firsts = sorted(((min(g[1] for g in t.grants), min(g[0] for g in t.grants), t) for t in ts),
-                        key=lambda x: x[0])
+        firsts = sorted([(t.grant_complete(), t.grant_invoke(), t) for t in ts], key=lambda x: x[0])
         completes = [x[0] for x in firsts]
         grant_invokes = sorted(g[0] for t in ts for g in t.grants)
         newest: list[_Tenure] = []  # highest epoch among the first k grants to complete
@@ -1501,7 +1523,7 @@ def check_takeovers(facts: Facts) -> list[Violation]:
             grant_inv = t.grant_invoke()
             if bisect.bisect_left(grant_invokes, done) - bisect.bisect_right(grant_invokes, grant_inv) > 0:
                 continue  # another grant (of any epoch: a store may reset them) came in between
-            if any(u < done and c > grant_inv for u, c in ra.acq_unknown):
+            if ra.acq_unknown and any(u < done and c > grant_inv for u, c in ra.acq_unknown):
                 continue
             process = facts.procs[pid]
             ev = Evidence(process, index, "acquire", run, None, None, "fail", inv, done, f"{process}#{index}",
@@ -1511,7 +1533,7 @@ def check_takeovers(facts: Facts) -> list[Violation]:
                                      f"after epoch {t.epoch} was released, with no acquire since",
                                      (ev, evidence(t.rel_ok_ev))))
                 continue
-            last = max((m[1] for m in t.marks if m[0] < done), default=None)
+            last = t.renewed_by(done)
             if last is None:
                 continue
             for u, c in t.renew_unk or ():

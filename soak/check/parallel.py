@@ -1,18 +1,20 @@
-"""Fold a run's history files on both cores: the later files in a forked child, merged in file order.
+"""Check a run's history on both cores: fold the files in two processes, then run the checkers in both.
 
 Decoding and folding a file needs nothing from the other files, and `soak.check.core.merge`
 combines two partial folds exactly as one pass over all files in order would have continued.
 So the files (sorted, as one pass reads them) are cut into two contiguous groups of about
-equal size; a forked child folds the second while this process folds the first, then sends
-its summaries back through a pipe, a frame at a time. Per-object summaries are consulted only
-for objects some read names (`check_reads`), so only those cross the pipe and stay. Then half
-the checkers run in a second forked child that shares the facts copy-on-write. Without
-`os.fork`, with threads running (forking them is unsafe), for small histories, or if a child
-fails, everything is done here; the verdict is the same either way.
+equal size; a forked child folds the second while this process folds the first. Then the two
+trade what they folded: the child sends all of its summaries, a frame at a time, and this
+process sends the child its own, less what only its own checkers read (per-object summaries and
+reads, the bulk). Each side merges, and the checkers run on both cores, each process on its own
+copy of the facts (a child forked after the merge would copy every page it touched instead).
+Without `os.fork`, with threads running (forking them is unsafe), for small histories, or if
+the child fails, everything is done here; the verdict is the same either way.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import pickle
 import signal
@@ -21,20 +23,26 @@ from collections.abc import Callable, Generator, Iterator, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
-from soak.check.core import Checker, Facts, FoldOverlap, fold, merge, merge_objects, merge_tenures, run_checkers
+from soak.check.core import (
+    CHECKERS, Checker, Facts, FoldOverlap, finish, fold, merge, merge_objects, merge_tenures, run_checkers,
+)
 from soak.check.verdict import Violation
 from soak.history import HistoryCorruptError, Record, operation_tuples
 
-__all__ = ["CHILD_CHECKERS", "fold_files", "history_tuples", "split_checkers"]
+__all__ = ["CHILD_CHECKERS", "TwoCores", "history_tuples"]
 
 #: Below this many bytes of history a child process costs more than it saves.
 MIN_PARALLEL_BYTES = 4 << 20
 #: Tenures or objects per frame the folding child sends (each frame is pickled on its own).
 _CHUNK = 4096
-#: Below this many operations the checkers run in this process.
+#: Below this many operations the checkers all run in this process.
 MIN_PARALLEL_OPS = 200_000
-#: The checkers a forked child runs while this process runs the others: about half the work.
-CHILD_CHECKERS = frozenset(("refusals", "reads", "boot", "takeovers", "probe"))
+#: The checkers the child runs while this process runs the others (the read checks and the state
+#: diff): about half the work each.
+CHILD_CHECKERS = frozenset(("grants", "fencing", "refusals", "boot", "takeovers", "probe"))
+#: What no checker in `CHILD_CHECKERS` reads: this process keeps it (and the child keeps its own
+#: snapshot and state index, which it had before the fork).
+_KEPT_HERE = {"objects": dict, "reads": list, "snapshot": lambda: None, "index": dict}
 
 
 def history_tuples(paths: Sequence[Path]) -> Iterator[tuple[Any, ...] | Record]:
@@ -47,94 +55,137 @@ def history_tuples(paths: Sequence[Path]) -> Iterator[tuple[Any, ...] | Record]:
             raise HistoryCorruptError(msg if str(path) in msg else f"{path}: {msg}") from exc
 
 
-def fold_files(paths: Sequence[Path], new: Callable[[], Facts], *, workers: int = 2) -> Facts:
-    """Fold the history files `paths` (in this order) into fresh facts from `new`, using two processes if it pays."""
-    paths = list(paths)
-    first, second = _split(paths)
-    if workers < 2 or not second or not _can_fork() or sum(_size(p) for p in paths) < MIN_PARALLEL_BYTES:
-        facts = new()
+class TwoCores:
+    """Fold the history files `paths` (in this order) into facts from `new`, then run `checkers`, on two cores.
+
+    `fold` returns the merged facts; `run_checkers` is a `soak.check.core.Runner` that gives the
+    results one process gives, in the same order. Use as a context manager, so the child is
+    reaped however the check ends::
+
+        with TwoCores(paths, new) as cores:
+            verdict = judge(lambda: finish(cores.fold()), runner=cores.run_checkers)
+    """
+
+    def __init__(self, paths: Sequence[Path], new: Callable[[], Facts],
+                 checkers: Sequence[tuple[str, Checker]] = CHECKERS, *, workers: int = 2) -> None:
+        self.paths, self.new, self.checkers, self.workers = list(paths), new, tuple(checkers), workers
+        self._child: _Child | None = None
+
+    def __enter__(self) -> TwoCores:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if self._child is not None:
+            self._child.close()
+            self._child = None
+
+    def _fold_here(self, paths: Sequence[Path]) -> Facts:
+        facts = self.new()
         fold(facts, history_tuples(paths))
         return facts
 
-    def child() -> Generator[Any, Any, None]:
+    def fold(self) -> Facts:
+        """The facts of every file, folded in two processes when that pays (the child stays for the checkers)."""
+        self.close()
+        paths = self.paths
+        first, second = _split(paths)
+        if (self.workers < 2 or not second or not _can_fork()
+                or sum(_size(p) for p in paths) < MIN_PARALLEL_BYTES):
+            return self._fold_here(paths)
+        theirs = [c for c in self.checkers if c[0] in CHILD_CHECKERS]
+        new = self.new
+
+        def child() -> Generator[Any, Any, None]:
+            try:
+                later = new()
+                fold(later, history_tuples(second))
+            except HistoryCorruptError as exc:
+                yield "corrupt", str(exc)
+                return
+            tenures, objects, snapshot, index = later.tenures, later.objects, later.snapshot, later.index
+            later.snapshot, later.index, later.tenures, later.objects = None, {}, {}, {}  # the parent has the first two
+            yield "ok", later
+            for items, kind in ((list(tenures.items()), "tenures"), (list(objects.items()), "objects")):
+                for i in range(0, len(items), _CHUNK):
+                    yield kind, items[i:i + _CHUNK]
+            del objects
+            earlier = yield _ASK  # the parent's fold without what only its checkers read, or None: done
+            if earlier is None:
+                return
+            earlier.snapshot, earlier.index = snapshot, index
+            later.tenures, later.reads = tenures, []
+            merge(earlier, later)
+            finish(earlier)
+            before = dict(earlier.stats)
+            results = run_checkers(earlier, theirs)
+            yield "checked", results, {k: v for k, v in earlier.stats.items() if before.get(k) != v}
+
+        facts, frames = _fork_join(child, lambda: self._fold_here(first))
         try:
-            later = new()
-            fold(later, history_tuples(second))
-        except HistoryCorruptError as exc:
-            yield "corrupt", str(exc)
-            return
-        tenures, objects = list(later.tenures.items()), later.objects
-        later.snapshot, later.index, later.tenures, later.objects = None, {}, {}, {}  # the parent has the first two
-        yield "ok", later
-        for i in range(0, len(tenures), _CHUNK):
-            yield "tenures", tenures[i:i + _CHUNK]
-        # Object summaries are consulted only for objects some read names: send just those.
-        read = yield _ASK
-        wanted = [item for item in objects.items() if item[0] in read]
-        for i in range(0, len(wanted), _CHUNK):
-            yield "objects", wanted[i:i + _CHUNK]
+            # What the child's checkers need of this fold, taken before the merge changes it (while the
+            # child is still sending): not worth a process below MIN_PARALLEL_OPS.
+            part = None
+            if theirs and 2 * facts.stats["operations"] >= MIN_PARALLEL_OPS:
+                part = pickle.dumps(dataclasses.replace(facts, **{k: v() for k, v in _KEPT_HERE.items()}),
+                                    protocol=pickle.HIGHEST_PROTOCOL)
+            kind, body = next(frames, ("error", None))
+            if kind == "corrupt":
+                raise HistoryCorruptError(body)
+            if kind == "ok":
+                merge(facts, body)
+                read = {rd.obj for rd in facts.reads}  # the objects the reads of both groups name
+                for obj in [o for o in facts.objects if o not in read]:
+                    del facts.objects[obj]  # never consulted: free it before the child's summaries arrive
+                for frame in frames:
+                    if frame == _ASK:  # the child has sent everything
+                        frames.reply_pickled(part)
+                        if part is not None:
+                            self._child, frames = frames, None
+                        return facts
+                    kind, items = frame
+                    if kind == "tenures":
+                        merge_tenures(facts, items)
+                    else:
+                        merge_objects(facts, [item for item in items if item[0] in read])
+        except FoldOverlap:
+            pass  # one process's records in both groups: fold them in one pass below
+        finally:
+            if frames is not None:
+                frames.close()
+        return self._fold_here(paths)
 
-    def here() -> Facts:
-        facts = new()
-        fold(facts, history_tuples(first))
-        return facts
+    def run_checkers(self, facts: Facts, checkers: Sequence[tuple[str, Checker]]) -> list[tuple[list[Violation], str | None]]:
+        """`soak.check.core.run_checkers`, with those in `CHILD_CHECKERS` run by the child that folded with `fold`.
 
-    facts, frames = _fork_join(child, here)
-    try:
-        kind, body = next(frames, ("error", None))
-        if kind == "corrupt":
-            raise HistoryCorruptError(body)
-        if kind == "ok":
-            merge(facts, body)
-            read = {rd.obj for rd in facts.reads}  # the objects the reads of both groups name
-            for obj in [o for o in facts.objects if o not in read]:
-                del facts.objects[obj]  # never consulted: free it before the child's summaries arrive
-            for frame in frames:
-                if frame == _ASK:
-                    frames.reply(read)
-                    continue
-                kind, items = frame
-                (merge_tenures if kind == "tenures" else merge_objects)(facts, items)
-            return facts
-    except FoldOverlap:
-        pass  # one process's records in both groups: fold them in one pass below
-    finally:
-        frames.close()
-    facts = new()
-    fold(facts, history_tuples(paths))
-    return facts
-
-
-def split_checkers(facts: Facts, checkers: Sequence[tuple[str, Checker]]) -> list[tuple[list[Violation], str | None]]:
-    """`run_checkers`, with those named in `CHILD_CHECKERS` in a forked child when the history is long.
-
-    The child shares the facts copy-on-write and sends back only its findings (and the statistics
-    its checkers add), so the results are the same, in the same order, as one process gives.
-    """
-    mine = [c for c in checkers if c[0] not in CHILD_CHECKERS]
-    theirs = [c for c in checkers if c[0] in CHILD_CHECKERS]
-    if (not mine or not theirs or not _can_fork() or facts.stats.get("operations", 0) < MIN_PARALLEL_OPS):
-        return run_checkers(facts, checkers)
-    stats_before = dict(facts.stats)
-
-    def child() -> Generator[Any, Any, None]:
-        results = run_checkers(facts, theirs)
-        yield results, {k: v for k, v in facts.stats.items() if stats_before.get(k) != v}
-
-    own, frames = _fork_join(child, lambda: run_checkers(facts, mine))
-    sent = next(frames, None)
-    frames.close()
-    if sent is None:
-        results = run_checkers(facts, theirs)
-    else:
-        results, added = sent
-        facts.stats.update(added)
-    found = dict(zip([c[0] for c in mine], own)) | dict(zip([c[0] for c in theirs], results))
-    return [found[name] for name, _ in checkers]
+        The child runs them on its own merged copy and sends back only its findings (and the
+        statistics its checkers add). Without that child, or for other checkers, all run here.
+        """
+        child, self._child = self._child, None
+        if child is None or tuple(checkers) != self.checkers:
+            if child is not None:
+                child.close()
+            return run_checkers(facts, checkers)
+        mine = [c for c in checkers if c[0] not in CHILD_CHECKERS]
+        theirs = [c for c in checkers if c[0] in CHILD_CHECKERS]
+        try:
+            own = run_checkers(facts, mine)
+            sent = next(child, None)
+        finally:
+            child.close()
+        if sent is None or sent[0] != "checked":
+            results = run_checkers(facts, theirs)
+        else:
+            results = sent[1]
+            facts.stats.update(sent[2])
+        found = dict(zip([c[0] for c in mine], own)) | dict(zip([c[0] for c in theirs], results))
+        return [found[name] for name, _ in checkers]
 
 
 T = TypeVar("T")
-#: What a child yields to ask this process a question; its next frame follows the answer (`_Child.reply`).
+#: What a child yields to ask this process a question; its next frame follows the answer (`_Child.reply_pickled`).
 _ASK = "?"
 
 
@@ -143,7 +194,7 @@ def _fork_join(child: Callable[[], Generator[Any, Any, None]], here: Callable[[]
 
     The child pickles each frame it yields on its own (no pickle memo grows with the whole) and
     leaves without running this process's cleanup; a frame `_ASK` waits for this process's
-    `reply`, which the yield returns in the child.
+    `reply_pickled`, which the yield returns in the child.
     """
     read_end, write_end = os.pipe()
     back_read, back_write = os.pipe()
@@ -194,8 +245,9 @@ class _Child:
         except (EOFError, pickle.UnpicklingError, OSError, ValueError):  # ended, cut short, or closed
             raise StopIteration from None
 
-    def reply(self, answer: Any) -> None:
-        pickle.dump(answer, self._answers, protocol=pickle.HIGHEST_PROTOCOL)
+    def reply_pickled(self, answer: bytes | None) -> None:
+        """Answer the child's question with `answer`, already pickled (None: answer None)."""
+        self._answers.write(pickle.dumps(None) if answer is None else answer)
         self._answers.flush()
 
     def close(self) -> None:

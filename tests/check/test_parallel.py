@@ -9,6 +9,7 @@ groups, and a checker that raises in the child.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -123,7 +124,7 @@ def test_check_run_in_two_processes_matches_one(tmp_path: Path, monkeypatch: pyt
     real_fork = parallel.os.fork
     monkeypatch.setattr(parallel.os, "fork", lambda: forks.append(1) or real_fork())
     two = check_run(run_dir, write=False)
-    assert len(forks) == 2  # the fold and the checkers
+    assert len(forks) == 1  # the child folds, then runs its checkers
     assert two.to_json() == one.to_json()
 
 
@@ -160,19 +161,35 @@ def test_a_process_in_both_groups_is_folded_in_one_pass(tmp_path: Path, forced: 
     assert two.result == "fail"
 
 
-def test_a_checker_raising_in_the_child_is_inconclusive(forced: None):
+def test_a_checker_raising_in_the_child_is_inconclusive(tmp_path: Path, forced: None):
     h = clean_history()
+    run_dir = _run(tmp_path, h)
 
     def boom(facts):
-        raise RuntimeError("kaput")
+        raise RuntimeError(f"kaput in {os.getpid()}")
 
-    checkers = [c if c[0] != "takeovers" else ("takeovers", boom) for c in CHECKERS]
-
-    def build():
-        facts = new_facts(h.state(RUNS), lease_ttl_ms=TTL_MS, runs=RUNS)
-        fold(facts, h.ops)
-        return finish(facts)
-
-    v = judge(build, checkers, runner=parallel.split_checkers)
+    checkers = tuple(c if c[0] != "takeovers" else ("takeovers", boom) for c in CHECKERS)
+    paths = sorted((run_dir / "history").glob("*.jsonl"))
+    with parallel.TwoCores(paths, lambda: new_facts(h.state(RUNS), lease_ttl_ms=TTL_MS, runs=RUNS), checkers) as cores:
+        v = judge(lambda: finish(cores.fold()), checkers, runner=cores.run_checkers)
     assert v.result == "inconclusive"
-    assert v.reasons == ("checker takeovers raised RuntimeError: kaput",)
+    [reason] = v.reasons
+    assert reason.startswith("checker takeovers raised RuntimeError: kaput in ")
+    assert int(reason.rpartition(" ")[2]) != os.getpid()  # it ran in the child
+
+
+def test_the_child_checks_what_one_process_finds(tmp_path: Path, forced: None):
+    h = _late_stale_write()
+    run_dir = _run(tmp_path, h)
+    paths = sorted((run_dir / "history").glob("*.jsonl"))
+
+    def new():
+        return new_facts(h.state(RUNS), lease_ttl_ms=TTL_MS, runs=RUNS)
+
+    with parallel.TwoCores(paths, new, workers=1) as cores:
+        one = judge(lambda: finish(cores.fold()), runner=cores.run_checkers)
+    with parallel.TwoCores(paths, new) as cores:
+        two = judge(lambda: finish(cores.fold()), runner=cores.run_checkers)
+    assert two.to_json() == one.to_json()
+    # the child's checkers find violations of their own here, and they come back in checker order
+    assert {"epoch-monotonic", "live-accepted"} <= set(two.clauses), two.clauses

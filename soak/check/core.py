@@ -46,7 +46,7 @@ from soak.check.verdict import Evidence, Verdict, Violation
 
 __all__ = [
     "CHECKERS", "Checker", "Facts", "FoldOverlap", "Runner", "check", "default_margin_ns", "evidence", "finish",
-    "fold", "judge", "merge", "merge_objects", "merge_tenures", "new_facts", "run_checkers", "scan",
+    "fold", "judge", "merge", "merge_objects", "merge_reads", "merge_tenures", "new_facts", "run_checkers", "scan",
 ]
 
 _MUTATIONS = frozenset(("append", "put_meta", "delete", "blob_put", "blob_delete"))
@@ -682,12 +682,7 @@ def merge(facts: Facts, later: Facts) -> None:
             facts.procs.append(name)
         remap.append(pid)
 
-    objects = facts.objects
-    for rd in later.reads:
-        base = objects.get(rd.obj, {}).get(rd.epoch)
-        if base is not None:
-            rd.own = _Obj.combined(base, rd.own)
-    facts.reads.extend(later.reads)
+    merge_reads(facts, later.reads)
     merge_objects(facts, later.objects.items())
     merge_tenures(facts, later.tenures.items())
 
@@ -731,6 +726,16 @@ def merge(facts: Facts, later: Facts) -> None:
     facts.unordered |= later.unordered
     for k in ("operations", "events", "ok", "fail", "info"):
         facts.stats[k] += later.stats[k]
+
+
+def merge_reads(facts: Facts, reads: Iterable[_Read]) -> None:
+    """The reads part of `merge` (which may also be fed in pieces, before the later objects are merged)."""
+    objects = facts.objects
+    for rd in reads:
+        base = objects.get(rd.obj, {}).get(rd.epoch)
+        if base is not None:
+            rd.own = _Obj.combined(base, rd.own)
+        facts.reads.append(rd)
 
 
 def merge_objects(facts: Facts, items: Iterable[tuple[tuple[str, str], dict[int, _Obj]]]) -> None:

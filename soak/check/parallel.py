@@ -4,10 +4,11 @@ Decoding and folding a file needs nothing from the other files, and `soak.check.
 combines two partial folds exactly as one pass over all files in order would have continued.
 So the files (sorted, as one pass reads them) are cut into two contiguous groups of about
 equal size; a forked child folds the second while this process folds the first. Then the two
-trade what they folded: the child sends all of its summaries, a frame at a time, and this
-process sends the child its own, less what only its own checkers read (per-object summaries and
-reads, the bulk). Each side merges, and the checkers run on both cores, each process on its own
-copy of the facts (a child forked after the merge would copy every page it touched instead).
+trade what they folded: the child sends its summaries, less its reads and per-object summaries
+(the bulk of them), a frame at a time, and this process sends the child its whole fold. Each
+side merges; the child checks the reads, which need the reads and objects of both halves, while
+this process runs every other checker, each on its own copy of the facts (a child forked after
+the merge would copy every page it touched instead).
 Without `os.fork`, with threads running (forking them is unsafe), for small histories, or if
 the child fails, everything is done here; the verdict is the same either way.
 """
@@ -15,16 +16,19 @@ the child fails, everything is done here; the verdict is the same either way.
 from __future__ import annotations
 
 import dataclasses
+import marshal
 import os
 import pickle
 import signal
 import threading
-from collections.abc import Callable, Generator, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
+from operator import attrgetter
 from pathlib import Path
 from typing import Any, TypeVar
 
 from soak.check.core import (
-    CHECKERS, Checker, Facts, FoldOverlap, finish, fold, merge, merge_objects, merge_tenures, run_checkers,
+    CHECKERS, Checker, Facts, FoldOverlap, _Obj, _Read, _Tenure, finish, fold, merge, merge_objects, merge_reads,
+    merge_tenures, run_checkers,
 )
 from soak.check.verdict import Violation
 from soak.history import HistoryCorruptError, Record, operation_tuples
@@ -33,16 +37,13 @@ __all__ = ["CHILD_CHECKERS", "TwoCores", "history_tuples"]
 
 #: Below this many bytes of history a child process costs more than it saves.
 MIN_PARALLEL_BYTES = 4 << 20
-#: Tenures or objects per frame the folding child sends (each frame is pickled on its own).
+#: Tenures, reads or objects per frame the folding child sends (each frame is pickled on its own).
 _CHUNK = 4096
 #: Below this many operations the checkers all run in this process.
 MIN_PARALLEL_OPS = 200_000
-#: The checkers the child runs while this process runs the others (the read checks and the state
-#: diff): about half the work each.
-CHILD_CHECKERS = frozenset(("grants", "fencing", "refusals", "boot", "takeovers", "probe"))
-#: What no checker in `CHILD_CHECKERS` reads: this process keeps it (and the child keeps its own
-#: snapshot and state index, which it had before the fork).
-_KEPT_HERE = {"objects": dict, "reads": list, "snapshot": lambda: None, "index": dict}
+#: The checkers the child runs, on the reads and per-object summaries of both halves (the bulk of the
+#: facts: they stay with the child), while this process runs all the others: about half the work each.
+CHILD_CHECKERS = frozenset(("reads",))
 
 
 def history_tuples(paths: Sequence[Path]) -> Iterator[tuple[Any, ...] | Record]:
@@ -105,18 +106,22 @@ class TwoCores:
             except HistoryCorruptError as exc:
                 yield "corrupt", str(exc)
                 return
-            tenures, objects, snapshot, index = later.tenures, later.objects, later.snapshot, later.index
-            later.snapshot, later.index, later.tenures, later.objects = None, {}, {}, {}  # the parent has the first two
-            yield "ok", later
-            for items, kind in ((list(tenures.items()), "tenures"), (list(objects.items()), "objects")):
-                for i in range(0, len(items), _CHUNK):
-                    yield kind, items[i:i + _CHUNK]
-            del objects
-            earlier = yield _ASK  # the parent's fold without what only its checkers read, or None: done
+            incoming = yield _ASK  # the parent's fold, whole (this process will check the reads), or nothing
+            earlier = _receive(incoming)
+            big = {"tenures": later.tenures, "objects": later.objects, "reads": later.reads}
+            snapshot, index = later.snapshot, later.index
+            later.snapshot, later.index, later.tenures, later.objects, later.reads = None, {}, {}, {}, []
+            yield "rest", later  # the parent had the snapshot and its index before the fork
+            yield from _send("tenures", big["tenures"])
             if earlier is None:
+                yield from _send("reads", big["reads"])
+                yield from _send("objects", big["objects"])
+                yield "end", None
                 return
+            yield "end", None
             earlier.snapshot, earlier.index = snapshot, index
-            later.tenures, later.reads = tenures, []
+            later.tenures, later.objects, later.reads = big["tenures"], big["objects"], big["reads"]
+            del big
             merge(earlier, later)
             finish(earlier)
             before = dict(earlier.stats)
@@ -125,33 +130,46 @@ class TwoCores:
 
         facts, frames = _fork_join(child, lambda: self._fold_here(first))
         try:
-            # What the child's checkers need of this fold, taken before the merge changes it (while the
-            # child is still sending): not worth a process below MIN_PARALLEL_OPS.
-            part = None
+            first_frame = next(frames, ("error", None))
+            if first_frame != _ASK:
+                if first_frame[0] == "corrupt":
+                    raise HistoryCorruptError(first_frame[1])
+                raise _ChildFailed
             if theirs and 2 * facts.stats["operations"] >= MIN_PARALLEL_OPS:
-                part = pickle.dumps(dataclasses.replace(facts, **{k: v() for k, v in _KEPT_HERE.items()}),
-                                    protocol=pickle.HIGHEST_PROTOCOL)
-            kind, body = next(frames, ("error", None))
-            if kind == "corrupt":
-                raise HistoryCorruptError(body)
-            if kind == "ok":
-                merge(facts, body)
-                read = {rd.obj for rd in facts.reads}  # the objects the reads of both groups name
-                for obj in [o for o in facts.objects if o not in read]:
-                    del facts.objects[obj]  # never consulted: free it before the child's summaries arrive
-                for frame in frames:
-                    if frame == _ASK:  # the child has sent everything
-                        frames.reply_pickled(part)
-                        if part is not None:
-                            self._child, frames = frames, None
-                        return facts
-                    kind, items = frame
-                    if kind == "tenures":
-                        merge_tenures(facts, items)
+                # The child will check the reads: it gets this fold whole (before the merge changes it),
+                # and what only its checkers read is freed here.
+                try:
+                    frames.send(_fold_frames(facts))
+                except (ValueError, TypeError) as exc:  # a value marshal cannot carry (not from a JSON history)
+                    raise _ChildFailed from exc
+                facts.objects, facts.reads = {}, []
+                checking = True
+            else:
+                frames.send(())
+                checking = False
+            merged = False
+            for kind, body in frames:
+                if kind == "rest":
+                    merge(facts, body)
+                    merged = True
+                elif not merged:
+                    break
+                elif kind == "tenures":
+                    merge_tenures(facts, _unpack(kind, body))
+                elif kind == "reads":
+                    merge_reads(facts, _unpack(kind, body))  # before the child's objects: the views gain this fold's
+                elif kind == "objects":
+                    merge_objects(facts, _unpack(kind, body))
+                elif kind == "end":
+                    if checking:
+                        self._child, frames = frames, None
                     else:
-                        merge_objects(facts, [item for item in items if item[0] in read])
-        except FoldOverlap:
-            pass  # one process's records in both groups: fold them in one pass below
+                        read = {rd.obj for rd in facts.reads}
+                        for obj in [o for o in facts.objects if o not in read]:
+                            del facts.objects[obj]  # never consulted (`check_reads` reads only these)
+                    return facts
+        except (FoldOverlap, _ChildFailed):
+            pass  # one process's records in both groups, or the child failed: fold in one pass below
         finally:
             if frames is not None:
                 frames.close()
@@ -161,7 +179,8 @@ class TwoCores:
         """`soak.check.core.run_checkers`, with those in `CHILD_CHECKERS` run by the child that folded with `fold`.
 
         The child runs them on its own merged copy and sends back only its findings (and the
-        statistics its checkers add). Without that child, or for other checkers, all run here.
+        statistics its checkers add); should it fail, the history is folded again here for them.
+        Without that child, or for other checkers, all run here.
         """
         child, self._child = self._child, None
         if child is None or tuple(checkers) != self.checkers:
@@ -175,18 +194,92 @@ class TwoCores:
             sent = next(child, None)
         finally:
             child.close()
-        if sent is None or sent[0] != "checked":
-            results = run_checkers(facts, theirs)
+        if sent is None or sent[0] != "checked":  # this process's facts lack what the child kept: fold again
+            whole = finish(self._fold_here(self.paths))
+            before = dict(whole.stats)
+            results = run_checkers(whole, theirs)
+            added = {k: v for k, v in whole.stats.items() if before.get(k) != v}
         else:
-            results = sent[1]
-            facts.stats.update(sent[2])
+            _, results, added = sent
+        facts.stats.update(added)
         found = dict(zip([c[0] for c in mine], own)) | dict(zip([c[0] for c in theirs], results))
         return [found[name] for name, _ in checkers]
 
 
+class _ChildFailed(Exception):
+    """The child's frames stopped or made no sense: do its part here."""
+
+
+#: How the bulky parts of the facts travel: as plain tuples of their slots, marshalled (several times
+#: cheaper than pickling the objects), a chunk per frame.
+_CLASSES = {"tenures": _Tenure, "reads": _Read, "objects": _Obj}
+
+
+def _send(kind: str, items: Any) -> Iterator[tuple[str, bytes]]:
+    """Frames of the facts' `kind` part (a dict of tenures or objects, or the list of reads)."""
+    state = attrgetter(*_CLASSES[kind].__slots__)
+    seq = list(items.items()) if isinstance(items, dict) else items
+    for i in range(0, len(seq), _CHUNK):
+        chunk = seq[i:i + _CHUNK]
+        if kind == "reads":
+            body = [state(rd) for rd in chunk]
+        elif kind == "tenures":
+            body = [(key, state(t)) for key, t in chunk]
+        else:
+            body = [(obj, [(epoch, state(o)) for epoch, o in per.items()]) for obj, per in chunk]
+        yield kind, marshal.dumps(body)
+
+
+def _unpack(kind: str, data: bytes) -> list[Any]:
+    """What `_send` packed into one frame: reads, or (key, tenure) or (object, {epoch: summary}) items."""
+    cls = _CLASSES[kind]
+    slots, make = cls.__slots__, cls.__new__
+
+    def revive(state: tuple[Any, ...]) -> Any:
+        o = make(cls)
+        for name, value in zip(slots, state):
+            setattr(o, name, value)
+        return o
+
+    body = marshal.loads(data)
+    if kind == "reads":
+        return [revive(st) for st in body]
+    if kind == "tenures":
+        return [(tuple(key), revive(st)) for key, st in body]
+    return [(tuple(obj), {epoch: revive(st) for epoch, st in per}) for obj, per in body]
+
+
+def _fold_frames(facts: Facts) -> Iterator[Any]:
+    """This process's fold as frames for the child: the small parts pickled whole, then the bulky ones."""
+    yield "rest", dataclasses.replace(facts, snapshot=None, index={}, tenures={}, objects={}, reads=[])
+    for kind in ("tenures", "reads", "objects"):
+        yield from _send(kind, getattr(facts, kind))
+
+
+def _receive(incoming: Iterable[Any]) -> Facts | None:
+    """The parent's fold from its frames (`_fold_frames`), or None when it sent none."""
+    facts = None
+    for kind, body in incoming:
+        if kind == "rest":
+            facts = body
+        elif kind == "reads":
+            facts.reads.extend(_unpack(kind, body))
+        else:
+            getattr(facts, kind).update(_unpack(kind, body))
+    return facts
+
+
 T = TypeVar("T")
-#: What a child yields to ask this process a question; its next frame follows the answer (`_Child.reply_pickled`).
+#: What a child yields to ask this process a question; its next frame follows the answer (`_Child.send`).
 _ASK = "?"
+#: What ends an answer.
+_END = "."
+
+
+def _incoming(answers: Any) -> Iterator[Any]:
+    """The frames of one answer, as the child reads them."""
+    while (frame := pickle.load(answers)) != _END:
+        yield frame
 
 
 def _fork_join(child: Callable[[], Generator[Any, Any, None]], here: Callable[[], T]) -> tuple[T, _Child]:
@@ -194,7 +287,7 @@ def _fork_join(child: Callable[[], Generator[Any, Any, None]], here: Callable[[]
 
     The child pickles each frame it yields on its own (no pickle memo grows with the whole) and
     leaves without running this process's cleanup; a frame `_ASK` waits for this process's
-    `reply_pickled`, which the yield returns in the child.
+    answer (`_Child.send`), whose frames the yield returns in the child as an iterator to read up.
     """
     read_end, write_end = os.pipe()
     back_read, back_write = os.pipe()
@@ -210,9 +303,9 @@ def _fork_join(child: Callable[[], Generator[Any, Any, None]], here: Callable[[]
                 while frame is not None:
                     pickle.dump(frame, out, protocol=pickle.HIGHEST_PROTOCOL)
                     answer = None
-                    if frame is _ASK:
+                    if frame == _ASK:
                         out.flush()
-                        answer = pickle.load(answers)
+                        answer = _incoming(answers)
                     frame = frames.send(answer)
         except StopIteration:
             pass
@@ -245,9 +338,11 @@ class _Child:
         except (EOFError, pickle.UnpicklingError, OSError, ValueError):  # ended, cut short, or closed
             raise StopIteration from None
 
-    def reply_pickled(self, answer: bytes | None) -> None:
-        """Answer the child's question with `answer`, already pickled (None: answer None)."""
-        self._answers.write(pickle.dumps(None) if answer is None else answer)
+    def send(self, frames: Iterable[Any]) -> None:
+        """Answer the child's question with `frames`, each pickled on its own (the child reads them all)."""
+        for frame in frames:
+            pickle.dump(frame, self._answers, protocol=pickle.HIGHEST_PROTOCOL)
+        pickle.dump(_END, self._answers)
         self._answers.flush()
 
     def close(self) -> None:

@@ -168,13 +168,13 @@ def test_a_checker_raising_in_the_child_is_inconclusive(tmp_path: Path, forced: 
     def boom(facts):
         raise RuntimeError(f"kaput in {os.getpid()}")
 
-    checkers = tuple(c if c[0] != "takeovers" else ("takeovers", boom) for c in CHECKERS)
+    checkers = tuple(c if c[0] != "reads" else ("reads", boom) for c in CHECKERS)
     paths = sorted((run_dir / "history").glob("*.jsonl"))
     with parallel.TwoCores(paths, lambda: new_facts(h.state(RUNS), lease_ttl_ms=TTL_MS, runs=RUNS), checkers) as cores:
         v = judge(lambda: finish(cores.fold()), checkers, runner=cores.run_checkers)
     assert v.result == "inconclusive"
     [reason] = v.reasons
-    assert reason.startswith("checker takeovers raised RuntimeError: kaput in ")
+    assert reason.startswith("checker reads raised RuntimeError: kaput in ")
     assert int(reason.rpartition(" ")[2]) != os.getpid()  # it ran in the child
 
 
@@ -191,5 +191,31 @@ def test_the_child_checks_what_one_process_finds(tmp_path: Path, forced: None):
     with parallel.TwoCores(paths, new) as cores:
         two = judge(lambda: finish(cores.fold()), runner=cores.run_checkers)
     assert two.to_json() == one.to_json()
-    # the child's checkers find violations of their own here, and they come back in checker order
-    assert {"epoch-monotonic", "live-accepted"} <= set(two.clauses), two.clauses
+    # the child judged the reads (its statistics came back) and found the late stale write they saw
+    assert two.stats["reads_judged"] == 2
+    assert any(v.evidence[0].f == "get_meta" and v.clause == "stale-rejected" for v in two.violations), two.violations
+
+
+def test_a_child_that_dies_while_checking_leaves_the_verdict_whole(tmp_path: Path, forced: None):
+    h = _late_stale_write()
+    run_dir = _run(tmp_path, h)
+    paths = sorted((run_dir / "history").glob("*.jsonl"))
+    parent = os.getpid()
+    reads = dict(CHECKERS)["reads"]
+
+    def dies_in_the_child(facts):
+        if os.getpid() != parent:
+            os._exit(3)
+        return reads(facts)
+
+    checkers = tuple(c if c[0] != "reads" else ("reads", dies_in_the_child) for c in CHECKERS)
+
+    def new():
+        return new_facts(h.state(RUNS), lease_ttl_ms=TTL_MS, runs=RUNS)
+
+    with parallel.TwoCores(paths, new, checkers) as cores:
+        two = judge(lambda: finish(cores.fold()), checkers, runner=cores.run_checkers)
+    with parallel.TwoCores(paths, new, workers=1) as cores:
+        one = judge(lambda: finish(cores.fold()), runner=cores.run_checkers)
+    assert two.to_json() == one.to_json()
+    assert two.result == "fail" and two.stats["reads_judged"] == 2

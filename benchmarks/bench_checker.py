@@ -2,13 +2,14 @@
 
 Generates a run directory whose history is what a correct store would produce (tenures with
 a read-back after each grant, appends, metas, blob puts and deletes, renews, tenured reads,
-refused takeover attempts, stale refusals after release, periodic run deletions), times `soak.check.check_run` on it in a fresh process and
-prints operations per second (wall clock; CPU counts the forked helper too), the ratio to the
+refused takeover attempts, stale refusals after release, periodic run deletions; `SHAPES`),
+times `soak.check.check_run` on it in a fresh process and prints operations per second (wall clock; CPU counts the forked helper too), the ratio to the
 target, and the peak RSS of that process and of the helper it forks (`soak.check.parallel`).
 The check must pass.
 
-    .venv/bin/python benchmarks/bench_checker.py            # 100k and 1M
+    .venv/bin/python benchmarks/bench_checker.py            # 100k and 1M, storm-shaped tenures
     .venv/bin/python benchmarks/bench_checker.py 200000     # chosen sizes
+    .venv/bin/python benchmarks/bench_checker.py --shape=dense --shape=storm 1000000
 """
 
 from __future__ import annotations
@@ -30,8 +31,23 @@ TTL_MS = 250
 TARGET_OPS_PER_S = 300_000
 
 
-def generate(run_dir: Path, n_ops: int, *, workers: int = 8, runs: int = 4, seed: int = 1) -> int:
+#: Tenure shapes: (operations in a tenure's body, cumulative odds of append, put_meta, blob_put, blob_delete,
+#: renew and a refused acquire by another worker (the rest are tenured reads), the new holder's read-back,
+#: the superseded holder's refused sweep). "storm" matches the runs workload's storms as measured
+#: (smoke and nightly presets: about 30 operations a tenure, 14% tenured reads, 11% refused acquires,
+#: 17% refused stale mutations); "dense" is the earlier shape, about 14 operations a tenure (twice the
+#: tenures, so twice the per-tenure work per operation).
+SHAPES = {
+    "storm": ((16, 26), (0.28, 0.50, 0.70, 0.74, 0.77, 0.92), ("load", "get_meta", "blob_get"),
+              ("append", "put_meta", "blob_put", "delete", "renew")),
+    "dense": ((4, 12), (0.40, 0.55, 0.70, 0.78, 0.88, 0.95), ("load", "get_meta"), ("append", "renew")),
+}
+
+
+def generate(run_dir: Path, n_ops: int, *, workers: int = 8, runs: int = 4, seed: int = 1,
+             shape: str = "storm") -> int:
     """Write a consistent synthetic run of about `n_ops` operations; returns the exact count."""
+    body, odds, read_back, sweep = SHAPES[shape]
     rng = random.Random(seed)
     hist = run_dir / "history"
     hist.mkdir(parents=True)
@@ -87,36 +103,41 @@ def generate(run_dir: Path, n_ops: int, *, workers: int = 8, runs: int = 4, seed
         lease = [run, w, epoch[run]]
         emit(w, "acquire", run, None, {"owner": w}, result={"epoch": epoch[run]})
         holder[run] = lease
-        for f in ("load", "get_meta"):  # the new holder reads the run back, as the runs workload does
+        for f in read_back:  # the new holder reads the run back, as the runs workload does
             read(w, f, run, lease)
         if prev is not None:  # the previous holder's stale sweep: refused
-            emit(prev[1], "append", run, prev, {"seq": 10**6, "tag": f"{prev[1]}#{index[prev[1]]}", "c": 99},
-                 outcome="fail", result={"holder": lease}, err="LeaseHeldError")
-            emit(prev[1], "renew", run, prev, {}, outcome="fail", result={"holder": lease}, err="LeaseHeldError")
+            p = prev[1]
+            for k, f in enumerate(sweep):
+                value = {"c": 99 + k}
+                if f in ("append", "put_meta", "blob_put"):
+                    value.update(seq=10**6, tag=f"{p}#{index[p]}", ref=f"{run}/b0")
+                emit(p, f, run, prev, {} if f == "renew" else value, outcome="fail", result={"holder": lease},
+                     err="LeaseHeldError")
         c = 0
-        for _ in range(rng.randint(4, 12)):
+        a_append, a_meta, a_put, a_del, a_renew, a_acq = odds
+        for _ in range(rng.randint(*body)):
             kind = rng.random()
             c += 1
-            if kind < 0.4:
+            if kind < a_append:
                 seq = (journals[run][-1][0] if journals[run] else 0) + 1
                 tag = emit(w, "append", run, lease, {"seq": seq, "tag": f"{w}#{index[w]}", "c": c})
                 journals[run].append((seq, tag))
-            elif kind < 0.55:
+            elif kind < a_meta:
                 tag = emit(w, "put_meta", run, lease, {"tag": f"{w}#{index[w]}", "c": c, "status": "running",
                                                         "segments": c})
                 metas[run] = (tag, "running", c)
-            elif kind < 0.7:
+            elif kind < a_put:
                 ref = f"{run}/b{rng.randrange(6)}"
                 tag = emit(w, "blob_put", run, lease, {"ref": ref, "tag": f"{w}#{index[w]}", "c": c})
                 blobs[run][ref] = tag
-            elif kind < 0.78:
+            elif kind < a_del:
                 ref = f"{run}/b{rng.randrange(6)}"
                 emit(w, "blob_delete", run, lease, {"ref": ref, "c": c})
                 blobs[run].pop(ref, None)
-            elif kind < 0.88:
+            elif kind < a_renew:
                 c -= 1
                 emit(w, "renew", run, lease, {}, result={})
-            elif kind < 0.95:
+            elif kind < a_acq:
                 c -= 1
                 other = rng.choice(names)
                 emit(other, "acquire", run, None, {"owner": other}, outcome="fail", result={"holder": lease},
@@ -176,14 +197,14 @@ def calibrate() -> float:
     return time.process_time() - c0
 
 
-def measure(n_ops: int, tmp: str | os.PathLike[str]) -> dict:
-    """Generate a run of about `n_ops` operations under `tmp`, check it in a fresh process.
+def measure(n_ops: int, tmp: str | os.PathLike[str], shape: str = "storm") -> dict:
+    """Generate a run of about `n_ops` operations (of tenures shaped `shape`) under `tmp`, check it in a fresh process.
 
     Returns the child's figures (seconds, cpu, result, rss_mb, ...) plus count, size_mb and gen_s.
     """
-    run_dir = Path(tmp) / f"n{n_ops}"
+    run_dir = Path(tmp) / f"{shape}{n_ops}"
     t0 = time.perf_counter()
-    count = generate(run_dir, n_ops)
+    count = generate(run_dir, n_ops, shape=shape)
     gen = time.perf_counter() - t0
     size_mb = sum(p.stat().st_size for p in (run_dir / "history").glob("*.jsonl")) / 1e6
     out = subprocess.run([sys.executable, __file__, "--child", str(run_dir)], capture_output=True, text=True,
@@ -196,16 +217,17 @@ def main(argv: list[str]) -> int:
     if argv[:1] == ["--child"]:
         _child(argv[1])
         return 0
-    sizes = [int(a) for a in argv] or [100_000, 1_000_000]
+    shapes = [a.partition("=")[2] for a in argv if a.startswith("--shape=")] or ["storm"]
+    sizes = [int(a) for a in argv if not a.startswith("--")] or [100_000, 1_000_000]
     ok = True
     print(f"calibration: 10M Python additions in {calibrate():.2f} CPU s")
     with tempfile.TemporaryDirectory(prefix="soak-bench-") as tmp:
-        for n in sizes:
-            r = measure(n, tmp)
+        for shape, n in [(shape, n) for shape in shapes for n in sizes]:
+            r = measure(n, tmp, shape)
             count, gen, size_mb, rate = r["count"], r["gen_s"], r["size_mb"], r["rate"]
             ok &= r["result"] == "pass" and rate >= TARGET_OPS_PER_S
             cpu = r["cpu"] + r["helper_cpu"]
-            print(f"{count:>9,} ops ({size_mb:6.1f} MB history, generated in {gen:5.1f} s): checked in "
+            print(f"{shape:>5} {count:>9,} ops ({size_mb:6.1f} MB history, generated in {gen:5.1f} s): checked in "
                   f"{r['seconds']:6.2f} s = {rate:>9,.0f} ops/s ({rate / TARGET_OPS_PER_S:4.2f}x target; "
                   f"{count / cpu:,.0f} ops per CPU s), peak RSS {r['rss_mb']:6.1f} MB "
                   f"(forked helper {r['helper_rss_mb']:6.1f} MB), verdict {r['result']}"

@@ -1514,29 +1514,31 @@ def check_takeovers(facts: Facts) -> list[Violation]:
         for i in range(len(by_epoch) - 1, -1, -1):
             best = min(best, by_epoch[i][1])
             suffix[i] = best
+        # per newest tenure: the earliest invocation of a later epoch's grant, or of any other grant after its own
+        deadlines: dict[int, float] = {}
         for i in range(0, len(held), 4):
             inv, done, pid, index = held[i:i + 4]
             k = bisect.bisect_left(completes, inv)
             if k == 0:
                 continue
             t = newest[k - 1]
-            j = bisect.bisect_right(epochs, t.epoch)
+            grant_inv = t.grant_invoke()
+            first = deadlines.get(t.epoch)
+            if first is None:
+                j = bisect.bisect_right(epochs, t.epoch)
+                n = bisect.bisect_right(grant_invokes, grant_inv)
+                first = deadlines[t.epoch] = min(suffix[j] if j < len(epochs) else _NEVER,
+                                                 grant_invokes[n] if n < len(grant_invokes) else _NEVER)
             # the store judged the acquire somewhere in [inv, done] (a pause can sit inside the call):
             # anything invoked before it completed may have landed first
-            if j < len(epochs) and suffix[j] < done:
-                continue  # a later grant may have landed first
-            grant_inv = t.grant_invoke()
-            if bisect.bisect_left(grant_invokes, done) - bisect.bisect_right(grant_invokes, grant_inv) > 0:
-                continue  # another grant (of any epoch: a store may reset them) came in between
+            if first < done:
+                continue  # a later grant, or another grant of any epoch (a store may reset them), may have landed first
             if ra.acq_unknown and any(u < done and c > grant_inv for u, c in ra.acq_unknown):
                 continue
-            process = facts.procs[pid]
-            ev = Evidence(process, index, "acquire", run, None, None, "fail", inv, done, f"{process}#{index}",
-                          "LeaseHeldError")
             if t.rel_ok < inv:
                 out.append(Violation("ttl-honoured", f"acquire of run {run} refused {(inv - t.rel_ok) / 1e6:.1f} ms "
                                      f"after epoch {t.epoch} was released, with no acquire since",
-                                     (ev, evidence(t.rel_ok_ev))))
+                                     (_held_ev(facts, run, inv, done, pid, index), evidence(t.rel_ok_ev))))
                 continue
             last = t.renewed_by(done)
             if last is None:
@@ -1547,8 +1549,15 @@ def check_takeovers(facts: Facts) -> list[Violation]:
             if inv > last + bound:
                 out.append(Violation("ttl-honoured", f"acquire of run {run} refused {(inv - last) / 1e6:.1f} ms after "
                                      f"epoch {t.epoch} was last granted or renewed (ttl {facts.lease_ttl_ms} ms, bound "
-                                     f"1.2 x ttl), with no takeover in flight", (ev, evidence(t.grants[0][3]))))
+                                     f"1.2 x ttl), with no takeover in flight",
+                                     (_held_ev(facts, run, inv, done, pid, index), evidence(t.grants[0][3]))))
     return out
+
+
+def _held_ev(facts: Facts, run: str, inv: int, done: int, pid: int, index: int) -> Evidence:
+    """Evidence of an acquire refused with LeaseHeldError, from its packed record (`_Run.held`)."""
+    process = facts.procs[pid]
+    return Evidence(process, index, "acquire", run, None, None, "fail", inv, done, f"{process}#{index}", "LeaseHeldError")
 
 
 #: The checkers `check` runs, by name (each one's failure is reported under its name).

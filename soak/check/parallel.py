@@ -130,23 +130,23 @@ class TwoCores:
 
         facts, frames = _fork_join(child, lambda: self._fold_here(first))
         try:
+            packed: list[Any] = []
+            if theirs and 2 * facts.stats["operations"] >= MIN_PARALLEL_OPS:
+                # The child will check the reads: it gets this fold whole, packed while it may still be
+                # folding (and before the merge changes it); what only its checkers read is freed here.
+                try:
+                    packed = list(_fold_frames(facts))
+                except (ValueError, TypeError) as exc:  # a value marshal cannot carry (not from a JSON history)
+                    raise _ChildFailed from exc
+                facts.objects, facts.reads = {}, []
+            checking = bool(packed)
             first_frame = next(frames, ("error", None))
             if first_frame != _ASK:
                 if first_frame[0] == "corrupt":
                     raise HistoryCorruptError(first_frame[1])
                 raise _ChildFailed
-            if theirs and 2 * facts.stats["operations"] >= MIN_PARALLEL_OPS:
-                # The child will check the reads: it gets this fold whole (before the merge changes it),
-                # and what only its checkers read is freed here.
-                try:
-                    frames.send(_fold_frames(facts))
-                except (ValueError, TypeError) as exc:  # a value marshal cannot carry (not from a JSON history)
-                    raise _ChildFailed from exc
-                facts.objects, facts.reads = {}, []
-                checking = True
-            else:
-                frames.send(())
-                checking = False
+            frames.send(packed)
+            del packed
             merged = False
             for kind, body in frames:
                 if kind == "rest":
@@ -302,9 +302,9 @@ def _fork_join(child: Callable[[], Generator[Any, Any, None]], here: Callable[[]
                 frame = next(frames, None)
                 while frame is not None:
                     pickle.dump(frame, out, protocol=pickle.HIGHEST_PROTOCOL)
+                    out.flush()  # the parent may be waiting for this very frame
                     answer = None
                     if frame == _ASK:
-                        out.flush()
                         answer = _incoming(answers)
                     frame = frames.send(answer)
         except StopIteration:

@@ -432,7 +432,7 @@ def fold(facts: Facts, ops: Iterable[Operation | Any]) -> None:
     index = facts.index
     tenures, run_acc, refs, seen, refusals = facts.tenures, facts.run_acc, facts.refs, facts.seen, facts.refusals
     scan_violations = facts.scan_violations
-    procs, proc_ids = facts.procs, facts.proc_ids
+    proc_ids = facts.proc_ids
     n_ops = n_events = n_ok = n_fail = n_info = 0
     mutations, lease_ops, reads = _MUTATIONS, _LEASE_OPS, _READS
     ttl_ns = facts.lease_ttl_ms * 1_000_000
@@ -441,6 +441,12 @@ def fold(facts: Facts, ops: Iterable[Operation | Any]) -> None:
     dirty: list[_Tenure | _Obj] = []  # summaries holding whole operations; compacted in batches
     objects, tagged = facts.objects, facts.tagged
     Op, raw_len = Operation, _RAW_LEN
+    # A process's leased operations come in long stretches under one lease (the reader shares one Lease
+    # object per value and file): what the last lease's operations looked up is kept for the next ones.
+    last_lease: Any = None
+    l_tenure: _Tenure | None = None  # the tenure (lease run, epoch), once it exists
+    l_objects: dict[tuple[str, str], _Obj] = {}  # object -> its summary under the lease's epoch
+    last_process, last_hits, last_pid = None, None, -1
 
     for op in ops:
         if type(op) is not tuple:
@@ -470,11 +476,11 @@ def fold(facts: Facts, ops: Iterable[Operation | Any]) -> None:
             else:
                 n_fail += 1
                 if error == "LeaseHeldError":
-                    pid = proc_ids.get(process)
-                    if pid is None:
-                        pid = proc_ids[process] = len(procs)
-                        procs.append(process)
-                    ra.held.extend((invoke, complete, pid, op_index))
+                    if process != last_process:
+                        last_process, last_hits, last_pid = process, index.get(process), proc_ids.get(process, -1)
+                    if last_pid < 0:
+                        last_pid = _pid_of(facts, process)
+                    ra.held.extend((invoke, complete, last_pid, op_index))
             continue
 
         if f in mutations:
@@ -498,13 +504,15 @@ def fold(facts: Facts, ops: Iterable[Operation | Any]) -> None:
             key = (0, args.get("c", 0))
         else:
             key = (lease.epoch, args.get("c", 0))
+            if lease is not last_lease:
+                last_lease, l_tenure, l_objects = lease, None, {}
+        if process != last_process:
+            last_process, last_hits, last_pid = process, index.get(process), proc_ids.get(process, -1)
         hit = None
-        if index:
-            hits = index.get(process)
-            if hits is not None:
-                hit = hits.get(op_index)
-                if hit is not None:
-                    seen[f"{process}#{op_index}"] = (op, key, args)
+        if last_hits is not None:
+            hit = last_hits.get(op_index)
+            if hit is not None:
+                seen[f"{process}#{op_index}"] = (op, key, args)
         if lease is None:
             if outcome == "ok":
                 n_ok += 1
@@ -529,7 +537,9 @@ def fold(facts: Facts, ops: Iterable[Operation | Any]) -> None:
             # until the next batch compaction
             if outcome == "ok" and f != "delete":
                 (obj, value), = _writes(f, run, args)
-                o = _summary(objects, obj, epoch)
+                o = l_objects.get(obj)
+                if o is None:
+                    o = l_objects[obj] = _summary(objects, obj, epoch)
                 if o.accept(key[1], value, op):
                     dirty.append(o)
             else:
@@ -542,9 +552,9 @@ def fold(facts: Facts, ops: Iterable[Operation | Any]) -> None:
                     Violation("run-match", f"{f} on run {run} accepted under a lease of run {lease.run_id}", (_ev(op),))
                 )
                 continue
-            t = tenures.get((run, epoch))
+            t = l_tenure
             if t is None:
-                t = tenures[(run, epoch)] = _Tenure(run, epoch)
+                t = l_tenure = _tenure_of(tenures, run, epoch)
             owner = lease.owner
             if not (t.grants and owner == t.grants[0][2]):  # the usual case: the grantee, already seen
                 users = t.users
@@ -559,14 +569,10 @@ def fold(facts: Facts, ops: Iterable[Operation | Any]) -> None:
                     t.mut_inv, t.mut = invoke, op
                 if f == "append":
                     if hit is None or ("journal", run) not in hit:
-                        ra = run_acc.get(run)
-                        if ra is None:
-                            ra = run_acc[run] = _Run()
-                        pid = proc_ids.get(process)
-                        if pid is None:
-                            pid = proc_ids[process] = len(procs)
-                            procs.append(process)
-                        ra.missing.extend((key[0], key[1], pid, op_index, invoke, complete))
+                        ra = _run_of(run_acc, run)
+                        if last_pid < 0:
+                            last_pid = _pid_of(facts, process)
+                        ra.missing.extend((key[0], key[1], last_pid, op_index, invoke, complete))
                         if len(ra.missing) > ra.prune_at:
                             _prune_missing(ra)
                 elif f == "put_meta":
@@ -674,13 +680,7 @@ def merge(facts: Facts, later: Facts) -> None:
     if facts.tagged.keys() & later.tagged.keys():
         raise FoldOverlap(sorted(facts.tagged.keys() & later.tagged.keys())[0])
     facts.tagged.update(later.tagged)
-    remap = array("q")
-    for name in later.procs:
-        pid = facts.proc_ids.get(name)
-        if pid is None:
-            pid = facts.proc_ids[name] = len(facts.procs)
-            facts.procs.append(name)
-        remap.append(pid)
+    remap = array("q", [_pid_of(facts, name) for name in later.procs])
 
     merge_reads(facts, later.reads)
     merge_objects(facts, later.objects.items())
@@ -859,6 +859,15 @@ def _note_read(facts: Facts, op: tuple[Any, ...]) -> None:
     cur = per.get(epoch) if per is not None else None
     facts.reads.append(_Read(obj, run, epoch, owner, seen, (_intern(op[_P]), op[_I], f, op[_INV], op[_COMP]),
                              None if cur is None else cur.frozen()))
+
+
+def _pid_of(facts: Facts, process: str) -> int:
+    """The number standing for `process` in packed records (`Facts.procs`), assigned on first use."""
+    pid = facts.proc_ids.get(process)
+    if pid is None:
+        pid = facts.proc_ids[process] = len(facts.procs)
+        facts.procs.append(process)
+    return pid
 
 
 def _run_of(run_acc: dict[str, _Run], run: str) -> _Run:

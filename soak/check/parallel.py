@@ -15,6 +15,7 @@ the child fails, everything is done here; the verdict is the same either way.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import marshal
 import os
@@ -33,7 +34,7 @@ from soak.check.core import (
 from soak.check.verdict import Violation
 from soak.history import HistoryCorruptError, Record, operation_tuples
 
-__all__ = ["CHILD_CHECKERS", "TwoCores", "history_tuples"]
+__all__ = ["CHILD_CHECKERS", "TwoCores", "fold_files", "history_tuples"]
 
 #: Below this many bytes of history a child process costs more than it saves.
 MIN_PARALLEL_BYTES = 4 << 20
@@ -49,11 +50,25 @@ CHILD_CHECKERS = frozenset(("reads",))
 def history_tuples(paths: Sequence[Path]) -> Iterator[tuple[Any, ...] | Record]:
     """The operation tuples and events of `paths` in order; a corrupt file is named in the error."""
     for path in paths:
-        try:
+        with _naming(path):
             yield from operation_tuples(path)
-        except HistoryCorruptError as exc:
-            msg = str(exc)
-            raise HistoryCorruptError(msg if str(path) in msg else f"{path}: {msg}") from exc
+
+
+def fold_files(facts: Facts, paths: Sequence[Path]) -> None:
+    """Fold the files `paths` in order into `facts` (as `fold(facts, history_tuples(paths))`, a layer cheaper)."""
+    for path in paths:
+        with _naming(path):
+            fold(facts, operation_tuples(path))
+
+
+@contextlib.contextmanager
+def _naming(path: Path) -> Iterator[None]:
+    """Name `path` in a corrupt-history error that does not already."""
+    try:
+        yield
+    except HistoryCorruptError as exc:
+        msg = str(exc)
+        raise HistoryCorruptError(msg if str(path) in msg else f"{path}: {msg}") from exc
 
 
 class TwoCores:
@@ -85,7 +100,7 @@ class TwoCores:
 
     def _fold_here(self, paths: Sequence[Path]) -> Facts:
         facts = self.new()
-        fold(facts, history_tuples(paths))
+        fold_files(facts, paths)
         return facts
 
     def fold(self) -> Facts:
@@ -102,7 +117,7 @@ class TwoCores:
         def child() -> Generator[Any, Any, None]:
             try:
                 later = new()
-                fold(later, history_tuples(second))
+                fold_files(later, second)
             except HistoryCorruptError as exc:
                 yield "corrupt", str(exc)
                 return

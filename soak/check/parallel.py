@@ -17,9 +17,11 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import itertools
 import marshal
 import os
 import pickle
+import select
 import signal
 import threading
 from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
@@ -145,23 +147,27 @@ class TwoCores:
 
         facts, frames = _fork_join(child, lambda: self._fold_here(first))
         try:
+            # The child will check the reads if it pays: it gets this fold whole (taken before the merge
+            # changes it), packed while the child is still folding and the rest as it is sent.
+            checking = bool(theirs) and 2 * facts.stats["operations"] >= MIN_PARALLEL_OPS
+            packing: Iterator[Any] = _fold_frames(facts) if checking else iter(())
             packed: list[Any] = []
-            if theirs and 2 * facts.stats["operations"] >= MIN_PARALLEL_OPS:
-                # The child will check the reads: it gets this fold whole, packed while it may still be
-                # folding (and before the merge changes it); what only its checkers read is freed here.
-                try:
-                    packed = list(_fold_frames(facts))
-                except (ValueError, TypeError) as exc:  # a value marshal cannot carry (not from a JSON history)
-                    raise _ChildFailed from exc
-                facts.objects, facts.reads = {}, []
-            checking = bool(packed)
-            first_frame = next(frames, ("error", None))
-            if first_frame != _ASK:
-                if first_frame[0] == "corrupt":
-                    raise HistoryCorruptError(first_frame[1])
-                raise _ChildFailed
-            frames.send(packed)
+            try:
+                for frame in packing:
+                    packed.append(frame)
+                    if frames.waiting():
+                        break
+                first_frame = next(frames, ("error", None))
+                if first_frame != _ASK:
+                    if first_frame[0] == "corrupt":
+                        raise HistoryCorruptError(first_frame[1])
+                    raise _ChildFailed
+                frames.send(itertools.chain(packed, packing))
+            except (ValueError, TypeError) as exc:  # a value marshal cannot carry (not from a JSON history)
+                raise _ChildFailed from exc
             del packed
+            if checking:
+                facts.objects, facts.reads = {}, []  # only the child's checkers read them
             merged = False
             for kind, body in frames:
                 if kind == "rest":
@@ -352,6 +358,10 @@ class _Child:
             return pickle.load(self._frames)
         except (EOFError, pickle.UnpicklingError, OSError, ValueError):  # ended, cut short, or closed
             raise StopIteration from None
+
+    def waiting(self) -> bool:
+        """Whether the child has sent a frame this process has not read yet (before any frame is read)."""
+        return bool(select.select([self._frames], [], [], 0)[0])
 
     def send(self, frames: Iterable[Any]) -> None:
         """Answer the child's question with `frames`, each pickled on its own (the child reads them all)."""

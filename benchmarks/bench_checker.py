@@ -3,8 +3,10 @@
 Generates a run directory whose history is what a correct store would produce (tenures with
 a read-back after each grant, appends, metas, blob puts and deletes, renews, tenured reads,
 refused takeover attempts, stale refusals after release, periodic run deletions; `SHAPES`),
-times `soak.check.check_run` on it in a fresh process and prints operations per second (wall clock; CPU counts the forked helper too), the ratio to the
-target, and the peak RSS of that process and of the helper it forks (`soak.check.parallel`).
+times `soak.check.check_run` on it in a fresh process and prints operations per second (wall
+clock; CPU counts the forked helper too), the ratio to the target and to the raw limit measured
+in the same run (parsing every line of the same history, nothing else, on one core: `_raw`),
+and the peak RSS of that process and of the helper it forks (`soak.check.parallel`).
 The check must pass.
 
     .venv/bin/python benchmarks/bench_checker.py            # 100k and 1M, storm-shaped tenures
@@ -188,6 +190,24 @@ def _child(run_dir: str) -> None:
                       "reasons": list(verdict.reasons[:3])}))
 
 
+def _raw(run_dir: str) -> None:
+    """The raw limit, in this process: parse every history line into plain JSON values, nothing else.
+
+    No checker can beat reading and parsing its input; this is that floor on one core (msgspec,
+    a batch of lines per call, as the checker's reader does), timed in the same run as the check.
+    """
+    import msgspec
+
+    decode = msgspec.json.decode
+    t0 = time.perf_counter()
+    lines = 0
+    for path in sorted(Path(run_dir, "history").glob("*.jsonl")):
+        with open(path, "rb") as fh:
+            while batch := fh.readlines(32 * 1024):
+                lines += len(decode(b"[" + b",".join(batch) + b"]"))
+    print(json.dumps({"seconds": time.perf_counter() - t0, "lines": lines}))
+
+
 def calibrate() -> float:
     """CPU seconds for 10M Python additions (about 0.4 s on a recent laptop core)."""
     c0 = time.process_time()
@@ -207,15 +227,22 @@ def measure(n_ops: int, tmp: str | os.PathLike[str], shape: str = "storm") -> di
     count = generate(run_dir, n_ops, shape=shape)
     gen = time.perf_counter() - t0
     size_mb = sum(p.stat().st_size for p in (run_dir / "history").glob("*.jsonl")) / 1e6
-    out = subprocess.run([sys.executable, __file__, "--child", str(run_dir)], capture_output=True, text=True,
-                         check=True, env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])})
-    r = json.loads(out.stdout.strip().splitlines()[-1])
-    return {**r, "count": count, "size_mb": size_mb, "gen_s": gen, "rate": count / r["seconds"]}
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+
+    def run(flag: str) -> dict:
+        out = subprocess.run([sys.executable, __file__, flag, str(run_dir)], capture_output=True, text=True,
+                             check=True, env=env)
+        return json.loads(out.stdout.strip().splitlines()[-1])
+
+    raw = run("--raw")
+    r = run("--child")
+    return {**r, "count": count, "size_mb": size_mb, "gen_s": gen, "rate": count / r["seconds"],
+            "raw_rate": raw["lines"] / 2 / raw["seconds"]}
 
 
 def main(argv: list[str]) -> int:
-    if argv[:1] == ["--child"]:
-        _child(argv[1])
+    if argv[:1] in (["--child"], ["--raw"]):
+        (_child if argv[0] == "--child" else _raw)(argv[1])
         return 0
     shapes = [a.partition("=")[2] for a in argv if a.startswith("--shape=")] or ["storm"]
     sizes = [int(a) for a in argv if not a.startswith("--")] or [100_000, 1_000_000]
@@ -229,7 +256,8 @@ def main(argv: list[str]) -> int:
             cpu = r["cpu"] + r["helper_cpu"]
             print(f"{shape:>5} {count:>9,} ops ({size_mb:6.1f} MB history, generated in {gen:5.1f} s): checked in "
                   f"{r['seconds']:6.2f} s = {rate:>9,.0f} ops/s ({rate / TARGET_OPS_PER_S:4.2f}x target; "
-                  f"{count / cpu:,.0f} ops per CPU s), peak RSS {r['rss_mb']:6.1f} MB "
+                  f"{count / cpu:,.0f} ops per CPU s; {rate / r['raw_rate']:4.2f}x the raw limit of "
+                  f"{r['raw_rate']:,.0f} ops/s, parsing the lines on one core), peak RSS {r['rss_mb']:6.1f} MB "
                   f"(forked helper {r['helper_rss_mb']:6.1f} MB), verdict {r['result']}"
                   + (f" {r['violations']} {r['reasons']}" if r["result"] != "pass" else ""))
     return 0 if ok else 1

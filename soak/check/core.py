@@ -1513,9 +1513,9 @@ def check_takeovers(facts: Facts) -> list[Violation]:
         firsts = sorted([(t.grant_complete(), t.grant_invoke(), t) for t in ts], key=lambda x: x[0])
         completes = [x[0] for x in firsts]
         grant_invokes = sorted(g[0] for t in ts for g in t.grants)
-        newest: list[_Tenure] = []  # highest epoch among the first k grants to complete
-        for _, _, t in firsts:
-            newest.append(t if not newest or t.epoch > newest[-1].epoch else newest[-1])
+        newest: list[tuple[int, int, _Tenure]] = []  # the first grant (complete, invoke, tenure) of the highest
+        for x in firsts:                                # epoch among the first k tenures to be granted
+            newest.append(x if not newest or x[2].epoch > newest[-1][2].epoch else newest[-1])
         by_epoch = sorted(firsts, key=lambda x: x[2].epoch)
         epochs = [x[2].epoch for x in by_epoch]
         suffix = [0.0] * len(by_epoch)  # earliest grant invocation among epochs from here up
@@ -1530,8 +1530,7 @@ def check_takeovers(facts: Facts) -> list[Violation]:
             k = bisect.bisect_left(completes, inv)
             if k == 0:
                 continue
-            t = newest[k - 1]
-            grant_inv = t.grant_invoke()
+            granted, grant_inv, t = newest[k - 1]
             first = deadlines.get(t.epoch)
             if first is None:
                 j = bisect.bisect_right(epochs, t.epoch)
@@ -1542,6 +1541,8 @@ def check_takeovers(facts: Facts) -> list[Violation]:
             # anything invoked before it completed may have landed first
             if first < done:
                 continue  # a later grant, or another grant of any epoch (a store may reset them), may have landed first
+            if inv <= granted + bound and t.rel_ok >= inv:
+                continue  # within the bound of the grant itself (it completed before this acquire was invoked)
             if ra.acq_unknown and any(u < done and c > grant_inv for u, c in ra.acq_unknown):
                 continue
             if t.rel_ok < inv:

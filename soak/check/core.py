@@ -1314,34 +1314,34 @@ def _surely_held(facts: Facts) -> Callable[[_Read], _Tenure | None]:
             suffix[i] = best
         later[r] = ([p[0] for p in pairs], suffix)
 
-    deadlines: dict[tuple[str, int], float] = {}
+    ungranted = (None, 0, 0.0, ())
+    tenure_info: dict[tuple[str, int], tuple[Any, ...]] = {}
 
-    def deadline(t: _Tenure, grant_inv: int) -> float:
-        """The earliest invocation of another grant of t's run after t's grant, or of a later epoch's grant."""
-        invs, _ = grants[t.run]
+    def info(run: str, epoch: int) -> tuple[Any, ...]:
+        """(tenure, its grant's invocation, the deadline, the run's unknown acquires) of a granted tenure."""
+        t = facts.tenures.get((run, epoch))
+        if t is None or not t.grants:
+            tenure_info[(run, epoch)] = ungranted
+            return ungranted
+        grant_inv = t.grant_invoke()
+        # the earliest invocation of another grant of the run after this one's, or of a later epoch's grant
+        invs, _ = grants[run]
         k = bisect.bisect_right(invs, grant_inv)
         first = invs[k] if k < len(invs) else _NEVER
-        epochs, suffix = later[t.run]
-        j = bisect.bisect_right(epochs, t.epoch)
+        epochs, suffix = later[run]
+        j = bisect.bisect_right(epochs, epoch)
         if j < len(epochs) and suffix[j] < first:
             first = suffix[j]
-        deadlines[(t.run, t.epoch)] = first
-        return first
+        ra = facts.run_acc.get(run)
+        found = tenure_info[(run, epoch)] = (t, grant_inv, first, ra.acq_unknown if ra is not None else ())
+        return found
 
     def held(rd: _Read) -> _Tenure | None:
-        key = (rd.run, rd.epoch)
-        t = facts.tenures.get(key)
+        t, grant_inv, first, unknown = tenure_info.get((rd.run, rd.epoch)) or info(rd.run, rd.epoch)
         inv, done = rd.op[3], rd.op[4]
-        if t is None or not t.grants or done is None or t.rel_inv < done or not t.granted_to(rd.owner):
-            return None
-        grant_inv = t.grant_invoke()
-        first = deadlines.get(key)
-        if first is None:
-            first = deadline(t, grant_inv)
-        if first < done:
-            return None  # another grant, or a later epoch's, was invoked meanwhile
-        ra = facts.run_acc.get(rd.run)
-        if ra is not None and ra.acq_unknown and any(i < done and c > grant_inv for i, c in ra.acq_unknown):
+        if t is None or done is None or first < done or t.rel_inv < done or not t.granted_to(rd.owner):
+            return None  # (first < done: another grant, or a later epoch's, was invoked meanwhile)
+        if unknown and any(i < done and c > grant_inv for i, c in unknown):
             return None
         last = t.live_since(inv)
         if last is None or done >= last + ttl - margin:

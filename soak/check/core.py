@@ -181,19 +181,11 @@ class _Tenure:
 
     def renewed_by(self, before: int) -> int | None:
         """The latest completion among the grants and renewals invoked before `before`, or None."""
-        best = None
-        for m in self.marks:
-            if m[0] < before and (best is None or m[1] > best):
-                best = m[1]
-        return best
+        return _latest(self.marks, 1, 0, before)
 
     def live_since(self, before: int) -> int | None:
         """The latest invocation among the grants and renewals that completed before `before`, or None."""
-        best = None
-        for m in self.marks:
-            if m[1] < before and (best is None or m[0] > best):
-                best = m[0]
-        return best
+        return _latest(self.marks, 0, 1, before)
 
     def absorb(self, later: _Tenure) -> None:
         """Continue with what `later` (a fold of the files after this one's) says about the same tenure."""
@@ -216,6 +208,15 @@ class _Tenure:
                 self.users.setdefault(owner, op)
         if later.renew_unk:
             self.renew_unk = [*(self.renew_unk or ()), *later.renew_unk]
+
+
+def _latest(marks: list[tuple[int, int]], pick: int, by: int, before: int) -> int | None:
+    """The largest `m[pick]` among the (invoke, complete) marks whose `m[by]` is below `before`, or None."""
+    best = None
+    for m in marks:
+        if m[by] < before and (best is None or m[pick] > best):
+            best = m[pick]
+    return best
 
 
 class _Run:

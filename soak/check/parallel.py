@@ -44,9 +44,18 @@ MIN_PARALLEL_BYTES = 4 << 20
 _CHUNK = 4096
 #: Below this many operations the checkers all run in this process.
 MIN_PARALLEL_OPS = 200_000
-#: The checkers the child runs, on the reads and per-object summaries of both halves (the bulk of the
-#: facts: they stay with the child), while this process runs all the others: about half the work each.
+#: The checkers the child always runs: the reads and per-object summaries of both halves they judge
+#: (the bulk of the facts) stay with the child. This process runs the others, less those `_balance`
+#: moves to the child as well.
 CHILD_CHECKERS = frozenset(("reads",))
+#: What a checker costs, in CPU microseconds per item of the facts it walks (measured at 1M operations):
+#: used only to split the checkers between the two processes.
+_COSTS: dict[str, tuple[float, Callable[[Facts], int]]] = {
+    "reads": (3.8, lambda f: len(f.reads)),
+    "grants": (4.7, lambda f: len(f.tenures)),
+    "fencing": (3.4, lambda f: len(f.tenures)),
+    "takeovers": (2.1, lambda f: sum(len(ra.held) for ra in f.run_acc.values()) // 4),
+}
 
 
 def history_tuples(paths: Sequence[Path]) -> Iterator[tuple[Any, ...] | Record]:
@@ -88,6 +97,7 @@ class TwoCores:
                  checkers: Sequence[tuple[str, Checker]] = CHECKERS, *, workers: int = 2) -> None:
         self.paths, self.new, self.checkers, self.workers = list(paths), new, tuple(checkers), workers
         self._child: _Child | None = None
+        self._theirs: frozenset[str] = frozenset()  # the checkers the child runs
 
     def __enter__(self) -> TwoCores:
         return self
@@ -113,8 +123,7 @@ class TwoCores:
         if (self.workers < 2 or not second or not _can_fork()
                 or sum(_size(p) for p in paths) < MIN_PARALLEL_BYTES):
             return self._fold_here(paths)
-        theirs = [c for c in self.checkers if c[0] in CHILD_CHECKERS]
-        new = self.new
+        checkers, new = self.checkers, self.new
 
         def child() -> Generator[Any, Any, None]:
             try:
@@ -123,8 +132,9 @@ class TwoCores:
             except HistoryCorruptError as exc:
                 yield "corrupt", str(exc)
                 return
-            incoming = yield _ASK  # the parent's fold, whole (this process will check the reads), or nothing
-            earlier = _receive(incoming)
+            yield "reading", frozenset(rd.obj for rd in later.reads)  # the parent sends only these objects' summaries
+            incoming = yield _ASK  # which checkers to run and the parent's fold, whole, or nothing
+            earlier, names = _receive(incoming)
             big = {"tenures": later.tenures, "objects": later.objects, "reads": later.reads}
             snapshot, index = later.snapshot, later.index
             later.snapshot, later.index, later.tenures, later.objects, later.reads = None, {}, {}, {}, []
@@ -142,27 +152,31 @@ class TwoCores:
             merge(earlier, later)
             finish(earlier)
             before = dict(earlier.stats)
-            results = run_checkers(earlier, theirs)
+            results = run_checkers(earlier, [c for c in checkers if c[0] in names])
             yield "checked", results, {k: v for k, v in earlier.stats.items() if before.get(k) != v}
 
         facts, frames = _fork_join(child, lambda: self._fold_here(first))
         try:
-            # The child will check the reads if it pays: it gets this fold whole (taken before the merge
-            # changes it), packed while the child is still folding and the rest as it is sent.
-            checking = bool(theirs) and 2 * facts.stats["operations"] >= MIN_PARALLEL_OPS
-            packing: Iterator[Any] = _fold_frames(facts) if checking else iter(())
+            # The child will check the reads (and more, to balance the work) if it pays: it gets this fold
+            # whole (taken before the merge changes it), packed while it is still folding, the rest as sent.
+            self._theirs = _balance(facts, checkers)
+            checking = bool(self._theirs) and 2 * facts.stats["operations"] >= MIN_PARALLEL_OPS
+            packing: Iterator[Any] = _fold_frames(facts, self._theirs) if checking else iter(())
             packed: list[Any] = []
             try:
                 for frame in packing:
                     packed.append(frame)
                     if frames.waiting():
                         break
-                first_frame = next(frames, ("error", None))
-                if first_frame != _ASK:
-                    if first_frame[0] == "corrupt":
-                        raise HistoryCorruptError(first_frame[1])
+                kind, body = next(frames, ("error", None))
+                if kind == "corrupt":
+                    raise HistoryCorruptError(body)
+                if kind != "reading" or next(frames, None) != _ASK:
                     raise _ChildFailed
-                frames.send(itertools.chain(packed, packing))
+                # per-object summaries are consulted only for objects some read names (`check_reads`)
+                wanted = body | {rd.obj for rd in facts.reads}
+                objects = {obj: per for obj, per in facts.objects.items() if obj in wanted} if checking else {}
+                frames.send(itertools.chain(packed, packing, _send("objects", objects)))
             except (ValueError, TypeError) as exc:  # a value marshal cannot carry (not from a JSON history)
                 raise _ChildFailed from exc
             del packed
@@ -197,7 +211,7 @@ class TwoCores:
         return self._fold_here(paths)
 
     def run_checkers(self, facts: Facts, checkers: Sequence[tuple[str, Checker]]) -> list[tuple[list[Violation], str | None]]:
-        """`soak.check.core.run_checkers`, with those in `CHILD_CHECKERS` run by the child that folded with `fold`.
+        """`soak.check.core.run_checkers`, with some (`CHILD_CHECKERS` and more) run by the child that folded with `fold`.
 
         The child runs them on its own merged copy and sends back only its findings (and the
         statistics its checkers add); should it fail, the history is folded again here for them.
@@ -208,8 +222,8 @@ class TwoCores:
             if child is not None:
                 child.close()
             return run_checkers(facts, checkers)
-        mine = [c for c in checkers if c[0] not in CHILD_CHECKERS]
-        theirs = [c for c in checkers if c[0] in CHILD_CHECKERS]
+        mine = [c for c in checkers if c[0] not in self._theirs]
+        theirs = [c for c in checkers if c[0] in self._theirs]
         try:
             own = run_checkers(facts, mine)
             sent = next(child, None)
@@ -270,24 +284,43 @@ def _unpack(kind: str, data: bytes) -> list[Any]:
     return [(tuple(obj), {epoch: revive(st) for epoch, st in per}) for obj, per in body]
 
 
-def _fold_frames(facts: Facts) -> Iterator[Any]:
-    """This process's fold as frames for the child: the small parts pickled whole, then the bulky ones."""
+def _balance(facts: Facts, checkers: Sequence[tuple[str, Checker]]) -> frozenset[str]:
+    """The checkers the child runs: those in `CHILD_CHECKERS`, then, costliest first, any whose move lightens
+    the busier side (costs estimated from this process's half of the facts, `_COSTS`)."""
+    names = [c[0] for c in checkers]
+    cost = {n: _COSTS[n][0] * _COSTS[n][1](facts) for n in names if n in _COSTS}
+    theirs = {n for n in names if n in CHILD_CHECKERS}
+    load = sum(cost.get(n, 0.0) for n in theirs)
+    left = sum(v for n, v in cost.items() if n not in theirs)
+    for n in sorted((n for n in cost if n not in theirs), key=cost.__getitem__, reverse=True):
+        if 0 < cost[n] and max(load + cost[n], left - cost[n]) < max(load, left):
+            theirs.add(n)
+            load, left = load + cost[n], left - cost[n]
+    return frozenset(theirs)
+
+
+def _fold_frames(facts: Facts, names: frozenset[str]) -> Iterator[Any]:
+    """Which checkers the child runs, then this process's fold as frames: the small parts pickled whole,
+    then the bulky ones, all but the per-object summaries (they follow once the child names its reads)."""
+    yield "checkers", names
     yield "rest", dataclasses.replace(facts, snapshot=None, index={}, tenures={}, objects={}, reads=[])
-    for kind in ("tenures", "reads", "objects"):
+    for kind in ("tenures", "reads"):
         yield from _send(kind, getattr(facts, kind))
 
 
-def _receive(incoming: Iterable[Any]) -> Facts | None:
-    """The parent's fold from its frames (`_fold_frames`), or None when it sent none."""
-    facts = None
+def _receive(incoming: Iterable[Any]) -> tuple[Facts | None, frozenset[str]]:
+    """The parent's fold from its frames (`_fold_frames`) and the checkers to run, or (None, none)."""
+    facts, names = None, frozenset()
     for kind, body in incoming:
-        if kind == "rest":
+        if kind == "checkers":
+            names = body
+        elif kind == "rest":
             facts = body
         elif kind == "reads":
             facts.reads.extend(_unpack(kind, body))
         else:
             getattr(facts, kind).update(_unpack(kind, body))
-    return facts
+    return facts, names
 
 
 T = TypeVar("T")

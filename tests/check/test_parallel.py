@@ -219,3 +219,14 @@ def test_a_child_that_dies_while_checking_leaves_the_verdict_whole(tmp_path: Pat
         one = judge(lambda: finish(cores.fold()), runner=cores.run_checkers)
     assert two.to_json() == one.to_json()
     assert two.result == "fail" and two.stats["reads_judged"] == 2
+
+
+def test_the_child_takes_more_checkers_when_there_are_few_reads():
+    from soak.check.core import _Tenure
+
+    facts = new_facts(clean_history().state(RUNS), lease_ttl_ms=TTL_MS, runs=RUNS)
+    facts.tenures = {("r1", e): _Tenure("r1", e) for e in range(1000)}
+    assert parallel._balance(facts, CHECKERS) == {"reads", "grants"}  # no reads: the costliest other one moves
+    facts.reads = [None] * 5000  # (only counted)
+    assert parallel._balance(facts, CHECKERS) == {"reads"}  # reads outweigh the rest: nothing more moves
+    assert parallel._balance(facts, [c for c in CHECKERS if c[0] != "reads"]) == {"grants"}

@@ -66,3 +66,23 @@ def test_quiet_storm_and_raw_loop_measure_accepted_mutations() -> None:
     assert s.status == "timeout" and s.accepted > 0 and s.calls >= s.accepted and s.window_s > 0.5
     r = raw_limit_detail("sqlite:", processes=2, seconds=1.0, record=True)
     assert r.rate > 0 and r.cpu_per_op_s > 0
+
+
+@pytest.mark.parametrize("shape, per_tenure, reads", [("storm", (27, 35), (0.12, 0.18)), ("dense", (11, 17), (0.12, 0.22))])
+def test_checker_bench_histories_have_the_shape_they_claim_and_pass(tmp_path: Path, shape: str,
+                                                                    per_tenure: tuple[int, int],
+                                                                    reads: tuple[float, float]) -> None:
+    from bench_checker import generate
+
+    from soak.check import check_run
+
+    count = generate(tmp_path / "run", 20_000, shape=shape)
+    ops = [op for op in operations(sorted((tmp_path / "run" / "history").glob("*.jsonl"))) if hasattr(op, "outcome")]
+    assert len(ops) == count
+    grants = sum(op.f == "acquire" and op.outcome == "ok" for op in ops)
+    tenured_reads = sum(op.f in ("load", "get_meta", "blob_get") and bool(op.args.get("tenure")) for op in ops)
+    assert per_tenure[0] <= count / grants <= per_tenure[1]
+    assert reads[0] <= tenured_reads / count <= reads[1]
+    verdict = check_run(tmp_path / "run", write=False)
+    assert verdict.result == "pass", verdict.violations[:3]
+    assert verdict.stats["reads_judged"] > 0.9 * tenured_reads  # the reads are judged, not skipped

@@ -162,8 +162,8 @@ class _Tenure:
         if self.rel_ok_ev is not None and len(self.rel_ok_ev) == _RAW_LEN:
             self.rel_ok_ev = _lite_of(self.rel_ok_ev, memo)
 
-
     def granted_to(self, owner: str) -> bool:
+        """Whether an accepted acquire of this tenure named `owner`."""
         for g in self.grants:
             if g[2] == owner:
                 return True
@@ -355,10 +355,35 @@ class Facts:
     tagged: dict[str, list[Any]] = field(default_factory=dict)
     boot_failures: list[tuple[Any, ...]] = field(default_factory=list)
     _stale_cache: dict[str, tuple[list[int], list[tuple[float, Any]]]] = field(default_factory=dict)
+    # run -> (its granted epochs sorted, the earliest grant invocation of each epoch and above, all grant invocations)
+    _grant_cache: dict[str, tuple[list[int], list[float], list[int]]] = field(default_factory=dict)
 
     @property
     def ttl_ns(self) -> int:
         return self.lease_ttl_ms * 1_000_000
+
+    def next_grant(self, run: str, epoch: int, grant_inv: int) -> float:
+        """The earliest invocation of a grant that may have landed after tenure (run, epoch)'s own grant, which was
+        invoked at `grant_inv`: of a later epoch at any time, or of any epoch after `grant_inv` (a store may reuse
+        epochs); infinity when there is none."""
+        if not self._grant_cache:
+            pairs: dict[str, list[tuple[int, int]]] = {}  # run -> (epoch, invocation) of every accepted acquire
+            for (r, e), t in self.tenures.items():
+                for g in t.grants:
+                    pairs.setdefault(r, []).append((e, g[0]))
+            self._grant_cache[""] = ([], [], [])
+            for r, ps in pairs.items():
+                ps.sort()
+                suffix: list[float] = [_NEVER] * len(ps)
+                best = _NEVER
+                for i in range(len(ps) - 1, -1, -1):
+                    best = min(best, ps[i][1])
+                    suffix[i] = best
+                self._grant_cache[r] = ([p[0] for p in ps], suffix, sorted(p[1] for p in ps))
+        epochs, suffix, invokes = self._grant_cache.get(run) or self._grant_cache[""]
+        j = bisect.bisect_right(epochs, epoch)
+        k = bisect.bisect_right(invokes, grant_inv)
+        return min(suffix[j] if j < len(epochs) else _NEVER, invokes[k] if k < len(invokes) else _NEVER)
 
     def stale_at(self, run: str, epoch: int) -> tuple[float, Any]:
         """When tenure (run, epoch) surely stopped being current, and the operation proving it (raw)."""
@@ -1300,21 +1325,6 @@ def _surely_held(facts: Facts) -> Callable[[_Read], _Tenure | None]:
     nothing (a refusal mutates nothing), so, unlike for refusals, they do not disqualify a read.
     """
     ttl, margin = facts.ttl_ns, facts.margin_ns
-    grants: dict[str, tuple[list[int], list[tuple[int, int]]]] = {}  # run -> (sorted invokes, (epoch, invoke))
-    for (r, e), t in facts.tenures.items():
-        for g in t.grants:
-            grants.setdefault(r, ([], []))[1].append((e, g[0]))
-    later: dict[str, tuple[list[int], list[int]]] = {}  # run -> (epochs, suffix min of grant invokes)
-    for r, (invs, pairs) in grants.items():
-        invs.extend(sorted(p[1] for p in pairs))
-        pairs.sort()
-        suffix = [0] * len(pairs)
-        best = _NEVER
-        for i in range(len(pairs) - 1, -1, -1):
-            best = min(best, pairs[i][1])
-            suffix[i] = best
-        later[r] = ([p[0] for p in pairs], suffix)
-
     ungranted = (None, 0, 0.0, ())
     tenure_info: dict[tuple[str, int], tuple[Any, ...]] = {}
 
@@ -1325,16 +1335,9 @@ def _surely_held(facts: Facts) -> Callable[[_Read], _Tenure | None]:
             tenure_info[(run, epoch)] = ungranted
             return ungranted
         grant_inv = t.grant_invoke()
-        # the earliest invocation of another grant of the run after this one's, or of a later epoch's grant
-        invs, _ = grants[run]
-        k = bisect.bisect_right(invs, grant_inv)
-        first = invs[k] if k < len(invs) else _NEVER
-        epochs, suffix = later[run]
-        j = bisect.bisect_right(epochs, epoch)
-        if j < len(epochs) and suffix[j] < first:
-            first = suffix[j]
         ra = facts.run_acc.get(run)
-        found = tenure_info[(run, epoch)] = (t, grant_inv, first, ra.acq_unknown if ra is not None else ())
+        found = tenure_info[(run, epoch)] = (t, grant_inv, facts.next_grant(run, epoch, grant_inv),
+                                             ra.acq_unknown if ra is not None else ())
         return found
 
     def held(rd: _Read) -> _Tenure | None:
@@ -1513,19 +1516,10 @@ def check_takeovers(facts: Facts) -> list[Violation]:
             continue
         firsts = sorted([(t.grant_complete(), t.grant_invoke(), t) for t in ts], key=lambda x: x[0])
         completes = [x[0] for x in firsts]
-        grant_invokes = sorted(g[0] for t in ts for g in t.grants)
         newest: list[tuple[int, int, _Tenure]] = []  # the first grant (complete, invoke, tenure) of the highest
         for x in firsts:                                # epoch among the first k tenures to be granted
             newest.append(x if not newest or x[2].epoch > newest[-1][2].epoch else newest[-1])
-        by_epoch = sorted(firsts, key=lambda x: x[2].epoch)
-        epochs = [x[2].epoch for x in by_epoch]
-        suffix = [0.0] * len(by_epoch)  # earliest grant invocation among epochs from here up
-        best = _NEVER
-        for i in range(len(by_epoch) - 1, -1, -1):
-            best = min(best, by_epoch[i][1])
-            suffix[i] = best
-        # per newest tenure: the earliest invocation of a later epoch's grant, or of any other grant after its own
-        deadlines: dict[int, float] = {}
+        deadlines: dict[int, float] = {}  # per newest tenure: `Facts.next_grant`
         for i in range(0, len(held), 4):
             inv, done, pid, index = held[i:i + 4]
             k = bisect.bisect_left(completes, inv)
@@ -1534,10 +1528,7 @@ def check_takeovers(facts: Facts) -> list[Violation]:
             granted, grant_inv, t = newest[k - 1]
             first = deadlines.get(t.epoch)
             if first is None:
-                j = bisect.bisect_right(epochs, t.epoch)
-                n = bisect.bisect_right(grant_invokes, grant_inv)
-                first = deadlines[t.epoch] = min(suffix[j] if j < len(epochs) else _NEVER,
-                                                 grant_invokes[n] if n < len(grant_invokes) else _NEVER)
+                first = deadlines[t.epoch] = facts.next_grant(run, t.epoch, grant_inv)
             # the store judged the acquire somewhere in [inv, done] (a pause can sit inside the call):
             # anything invoked before it completed may have landed first
             if first < done:

@@ -119,9 +119,8 @@ class TwoCores:
         """The facts of every file, folded in two processes when that pays (the child stays for the checkers)."""
         self.close()
         paths = self.paths
-        first, second = _split(paths)
-        if (self.workers < 2 or not second or not _can_fork()
-                or sum(_size(p) for p in paths) < MIN_PARALLEL_BYTES):
+        first, second, total = _split(paths)
+        if self.workers < 2 or not second or not _can_fork() or total < MIN_PARALLEL_BYTES:
             return self._fold_here(paths)
         checkers, new = self.checkers, self.new
 
@@ -229,8 +228,9 @@ class TwoCores:
             sent = next(child, None)
         finally:
             child.close()
-        if sent is None or sent[0] != "checked":  # this process's facts lack what the child kept: fold again
-            whole = finish(self._fold_here(self.paths))
+        if sent is None or sent[0] != "checked":  # the child failed: its checkers run here
+            # this process freed what only `CHILD_CHECKERS` read (the child had it): fold again for them
+            whole = finish(self._fold_here(self.paths)) if self._theirs & CHILD_CHECKERS else facts
             before = dict(whole.stats)
             results = run_checkers(whole, theirs)
             added = {k: v for k, v in whole.stats.items() if before.get(k) != v}
@@ -431,12 +431,12 @@ def _size(path: Path) -> int:
         return 0
 
 
-def _split(paths: list[Path]) -> tuple[list[Path], list[Path]]:
-    """Two contiguous groups of about equal bytes (the first group never empty when there are paths)."""
+def _split(paths: list[Path]) -> tuple[list[Path], list[Path], int]:
+    """Two contiguous groups of about equal bytes (the first never empty when there are paths), and the bytes."""
     sizes = [_size(p) for p in paths]
     total, acc = sum(sizes), 0
     for i, size in enumerate(sizes):
         if i and acc + size / 2 > total / 2:
-            return paths[:i], paths[i:]
+            return paths[:i], paths[i:], total
         acc += size
-    return paths, []
+    return paths, [], total

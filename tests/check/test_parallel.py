@@ -230,3 +230,33 @@ def test_the_child_takes_more_checkers_when_there_are_few_reads():
     facts.reads = [None] * 5000  # (only counted)
     assert parallel._balance(facts, CHECKERS) == {"reads"}  # reads outweigh the rest: nothing more moves
     assert parallel._balance(facts, [c for c in CHECKERS if c[0] != "reads"]) == {"grants"}
+
+
+def test_a_child_dying_in_a_checker_that_needs_no_reads_is_redone_without_a_second_fold(
+        tmp_path: Path, forced: None, monkeypatch: pytest.MonkeyPatch):
+    h = _late_stale_write()
+    run_dir = _run(tmp_path, h)
+    paths = sorted((run_dir / "history").glob("*.jsonl"))
+    parent = os.getpid()
+    grants = dict(CHECKERS)["grants"]
+    monkeypatch.setattr(parallel, "_balance", lambda facts, checkers: frozenset(("grants",)))
+    folds = []
+    real_fold_here = parallel.TwoCores._fold_here
+    monkeypatch.setattr(parallel.TwoCores, "_fold_here", lambda self, p: folds.append(len(p)) or real_fold_here(self, p))
+
+    def dies_in_the_child(facts):
+        if os.getpid() != parent:
+            os._exit(3)
+        return grants(facts)
+
+    checkers = tuple(("grants", dies_in_the_child) if c[0] == "grants" else c for c in CHECKERS if c[0] != "reads")
+
+    def new():
+        return new_facts(h.state(RUNS), lease_ttl_ms=TTL_MS, runs=RUNS)
+
+    with parallel.TwoCores(paths, new, checkers) as cores:
+        two = judge(lambda: finish(cores.fold()), checkers, runner=cores.run_checkers)
+    assert len(folds) == 1  # this process's half only: grants reads nothing the parent gave away
+    one = judge(lambda: finish(real_fold_here(parallel.TwoCores(paths, new), paths)), checkers)
+    assert two.to_json() == one.to_json()
+    assert "epoch-monotonic" in two.clauses  # found by grants, run here after the child died

@@ -35,10 +35,10 @@ TARGET_OPS_PER_S = 300_000
 
 #: Tenure shapes: (operations in a tenure's body, cumulative odds of append, put_meta, blob_put, blob_delete,
 #: renew and a refused acquire by another worker (the rest are tenured reads), the new holder's read-back,
-#: the superseded holder's refused sweep). "storm" matches the runs workload's storms as measured
-#: (smoke and nightly presets: about 30 operations a tenure, 14% tenured reads, 11% refused acquires,
-#: 17% refused stale mutations); "dense" is the earlier shape, about 14 operations a tenure (twice the
-#: tenures, so twice the per-tenure work per operation).
+#: the superseded holder's refused sweep). "storm" follows the runs workload's storms (a smoke and a nightly
+#: storm measured about 30 operations a tenure, 13-15% tenured reads, 11-20% refused acquires and 18% refused
+#: stale writes; it generates 31, 15%, 10% and 16%); "dense" is the earlier shape, about 14 operations a
+#: tenure (twice the tenures, so twice the per-tenure work per operation).
 SHAPES = {
     "storm": ((16, 26), (0.28, 0.50, 0.70, 0.74, 0.77, 0.92), ("load", "get_meta", "blob_get"),
               ("append", "put_meta", "blob_put", "delete", "renew")),
@@ -181,11 +181,10 @@ def _child(run_dir: str) -> None:
     verdict = check_run(run_dir, write=False)
     dt, dc = time.perf_counter() - t0, time.process_time() - c0
     rss_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    helper_kb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss  # the forked folding/checking helpers
-    helper_cpu = resource.getrusage(resource.RUSAGE_CHILDREN)
-    print(json.dumps({"seconds": dt, "cpu": dc, "helper_cpu": helper_cpu.ru_utime + helper_cpu.ru_stime,
+    helper = resource.getrusage(resource.RUSAGE_CHILDREN)  # the forked folding and checking child
+    print(json.dumps({"seconds": dt, "cpu": dc, "helper_cpu": helper.ru_utime + helper.ru_stime,
                       "result": verdict.result, "ops": verdict.stats.get("operations"),
-                      "rss_mb": rss_kb / 1024, "helper_rss_mb": helper_kb / 1024,
+                      "rss_mb": rss_kb / 1024, "helper_rss_mb": helper.ru_maxrss / 1024,
                       "violations": [v.statement for v in verdict.violations[:3]],
                       "reasons": list(verdict.reasons[:3])}))
 

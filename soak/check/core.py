@@ -112,12 +112,13 @@ def _lite_of(op: tuple[Any, ...], memo: dict[int, tuple[Any, Any]]) -> tuple[Any
     return hit[1]
 
 
-def _compact(dirty: list[Any]) -> None:
-    """Compact the tenure and object summaries that hold whole operations."""
+def _settle(tenure: _Tenure | None, objects: Iterable[_Obj]) -> None:
+    """Compact the summaries one lease's operations wrote whole operations into (the fold has moved on)."""
     memo: dict[int, tuple[Any, Any]] = {}
-    for d in dirty:
-        d.compact(memo)
-    dirty.clear()
+    for o in objects:
+        _compact_obj(o, memo)
+    if tenure is not None:
+        tenure.compact(memo)
 
 
 def evidence(x: Evidence | Operation | tuple[Any, ...]) -> Evidence:
@@ -252,77 +253,72 @@ class _Ref:
 _EMPTY_JOURNAL = (0, None)
 
 
-class _Obj:
-    """One object (journal, meta or blob ref) under one epoch: its last accepted write, unknown ones after it.
-
-    A value is what a read reports: `(seq, tag)` for a journal tail, a tag (or None) for meta and blobs.
-    """
-
-    __slots__ = ("ok_c", "ok_val", "ok_op", "unk")
-
-    def __init__(self) -> None:
-        self.ok_c: int | None = None
-        self.ok_val: Any = None
-        self.ok_op: Any = None
-        self.unk: list[tuple[int, Any, Any]] | tuple[()] = ()  # (c, value, op) of unknown writes with c above ok_c
-
-    def accept(self, c: int, value: Any, op: Any) -> bool:
-        """Keep the write if it is the latest accepted; True when a whole operation was newly stored."""
-        if self.ok_c is None or c > self.ok_c:
-            fresh = self.ok_op is None or len(self.ok_op) != _RAW_LEN
-            self.ok_c, self.ok_val, self.ok_op = c, value, op
-            if self.unk:
-                self.unk = [u for u in self.unk if u[0] > c]
-            return fresh
-        return False
-
-    def compact(self, memo: dict[int, tuple[Any, Any]] | None = None) -> None:
-        if self.ok_op is not None and len(self.ok_op) == _RAW_LEN:
-            self.ok_op = _lite(self.ok_op) if memo is None else _lite_of(self.ok_op, memo)
-
-    def unknown(self, c: int, value: Any, op: Any) -> None:
-        if self.ok_c is None or c > self.ok_c:
-            self.unk = [*self.unk, (c, value, op)]
-
-    def frozen(self) -> tuple[int | None, Any, Any, tuple[tuple[int, Any, Any], ...]]:
-        self.compact()
-        return self.ok_c, self.ok_val, self.ok_op, tuple(self.unk)
-
-    def absorb(self, later: _Obj) -> None:
-        """Continue with the writes summarised in `later` (folded after this one)."""
-        if later.ok_c is not None and (self.ok_c is None or later.ok_c > self.ok_c):
-            self.ok_c, self.ok_val, self.ok_op = later.ok_c, later.ok_val, later.ok_op
-        if later.unk or self.unk:
-            ok_c = self.ok_c
-            self.unk = [u for u in (*self.unk, *later.unk) if ok_c is None or u[0] > ok_c]
-
-    @staticmethod
-    def combined(earlier: _Obj, frozen: tuple[Any, ...] | None) -> tuple[Any, ...]:
-        """`frozen` (a later fold's view) as it would read had `earlier` been folded first."""
-        merged = _Obj()
-        merged.absorb(earlier)
-        if frozen is not None:
-            later = _Obj()
-            later.ok_c, later.ok_val, later.ok_op, later.unk = frozen[0], frozen[1], frozen[2], list(frozen[3])
-            merged.absorb(later)
-        return merged.frozen()
+#: One object (journal, meta or blob ref) under one epoch, as a plain list (it travels between processes as it is):
+#: [c of its last accepted write or None, the value a read then reports, that write's operation (whole until
+#: compacted, then `_lite`), the (c, value, op) of unknown writes with c above]. `_frozen` gives the same as a tuple.
+#: A value is what a read reports: `(seq, tag)` for a journal tail, a tag (or None) for meta and blobs.
+_Obj = list
 
 
-class _Read:
-    """One accepted read made under a tenure the worker believed it held, with what it saw.
+def _new_obj() -> _Obj:
+    return [None, None, None, ()]
 
-    The read itself is kept as `op` = (process, index, f, invoke, complete): the rest of its
-    evidence follows from the read (`evidence`).
-    """
 
-    __slots__ = ("obj", "run", "epoch", "owner", "seen", "op", "own")
+def _accept(o: _Obj, c: int, value: Any, op: Any) -> None:
+    """Keep the write in `o` if it is the latest accepted."""
+    ok_c = o[0]
+    if ok_c is None or c > ok_c:
+        o[0], o[1], o[2] = c, value, op
+        if o[3]:
+            o[3] = [u for u in o[3] if u[0] > c]
 
-    def __init__(self, obj: tuple[str, str], run: str, epoch: int, owner: str, seen: Any, op: Any, own: Any) -> None:
-        self.obj, self.run, self.epoch, self.owner, self.seen, self.op, self.own = obj, run, epoch, owner, seen, op, own
 
-    def evidence(self) -> Evidence:
-        process, index, f, invoke, complete = self.op
-        return Evidence(process, index, f, self.run, None, None, "ok", invoke, complete, f"{process}#{index}")
+def _unknown(o: _Obj, c: int, value: Any, op: Any) -> None:
+    """Add a write of unknown outcome to `o` (unless an accepted one with a higher c is already there)."""
+    if o[0] is None or c > o[0]:
+        o[3] = [*o[3], (c, value, op)]
+
+
+def _compact_obj(o: _Obj, memo: dict[int, tuple[Any, Any]] | None = None) -> None:
+    op = o[2]
+    if op is not None and len(op) == _RAW_LEN:
+        o[2] = _lite(op) if memo is None else _lite_of(op, memo)
+
+
+def _frozen(o: _Obj) -> tuple[int | None, Any, Any, tuple[tuple[int, Any, Any], ...]]:
+    """`o` as it stands now, compacted, as a tuple."""
+    _compact_obj(o)
+    return o[0], o[1], o[2], tuple(o[3])
+
+
+def _absorb(o: _Obj, later: Sequence[Any]) -> None:
+    """Continue `o` with the writes summarised in `later` (folded after it; a summary or a frozen one)."""
+    if later[0] is not None and (o[0] is None or later[0] > o[0]):
+        o[0], o[1], o[2] = later[0], later[1], later[2]
+    if later[3] or o[3]:
+        ok_c = o[0]
+        o[3] = [u for u in (*o[3], *later[3]) if ok_c is None or u[0] > ok_c]
+
+
+def _combined(earlier: _Obj, frozen: tuple[Any, ...] | None) -> tuple[Any, ...]:
+    """`frozen` (a later fold's view) as it would read had `earlier` been folded first."""
+    merged = _new_obj()
+    _absorb(merged, earlier)
+    if frozen is not None:
+        _absorb(merged, frozen)
+    return _frozen(merged)
+
+
+#: A kept read (`_note_read`) is a plain tuple, which travels between processes as it is (`soak.check.parallel`):
+#: (object, run, epoch, owner, what it saw, process, index, f, invoke, complete, its tenure's own view frozen).
+_Read = tuple
+_R_OWN = 10
+
+
+def _read_evidence(rd: tuple[Any, ...]) -> Evidence:
+    """Evidence of a kept read."""
+    _, run, _, _, _, process, index, f, invoke, complete, _ = rd
+    return Evidence(process, index, f, run, None, None, "ok", invoke, complete, f"{process}#{index}")
 
 
 @dataclass(slots=True)
@@ -349,6 +345,7 @@ class Facts:
     stats: dict[str, int] = field(default_factory=dict)
     objects: dict[tuple[str, str], dict[int, _Obj]] = field(default_factory=dict)  # object -> epoch -> summary
     unordered: set[tuple[str, str]] = field(default_factory=set)  # objects with unleased writes
+    _obj_keys: dict[tuple[str, str], tuple[str, str]] = field(default_factory=dict)  # one tuple per object reads name
     reads: list[_Read] = field(default_factory=list)
     # process -> [first index of each segment, (lease run, epoch, outcome) of each segment, and the lease and
     # outcome of the last segment while known] of tagged writes
@@ -464,11 +461,11 @@ def fold(facts: Facts, ops: Iterable[Operation | Any]) -> None:
     ttl_ns = facts.lease_ttl_ms * 1_000_000
     margin_ns = facts.margin_ns
 
-    dirty: list[_Tenure | _Obj] = []  # summaries holding whole operations; compacted in batches
     objects, tagged = facts.objects, facts.tagged
-    Op, raw_len = Operation, _RAW_LEN
+    Op = Operation
     # A process's leased operations come in long stretches under one lease (the reader shares one Lease
     # object per value and file): what the last lease's operations looked up is kept for the next ones.
+    # Its accepted writes are kept whole in those summaries until the fold moves to another lease (`_settle`).
     last_lease: Any = None
     l_tenure: _Tenure | None = None  # the tenure (lease run, epoch), once it exists
     l_objects: dict[tuple[str, str], _Obj] = {}  # object -> its summary under the lease's epoch
@@ -531,6 +528,7 @@ def fold(facts: Facts, ops: Iterable[Operation | Any]) -> None:
         else:
             key = (lease.epoch, args.get("c", 0))
             if lease is not last_lease:
+                _settle(l_tenure, l_objects.values())
                 last_lease, l_tenure, l_objects = lease, None, {}
         if process != last_process:
             last_process, last_hits, last_pid = process, index.get(process), proc_ids.get(process, -1)
@@ -560,14 +558,13 @@ def fold(facts: Facts, ops: Iterable[Operation | Any]) -> None:
                 seg[2], seg[3] = (lease, outcome) if seg[1][-1] == key3 else (None, None)
         if is_mut and outcome != "fail" and own_run:
             # fold into the per-(object, epoch) summaries; accepted writes keep the whole operation
-            # until the next batch compaction
+            # until the fold moves to another lease
             if outcome == "ok" and f != "delete":
                 (obj, value), = _writes(f, run, args)
                 o = l_objects.get(obj)
                 if o is None:
                     o = l_objects[obj] = _summary(objects, obj, epoch)
-                if o.accept(key[1], value, op):
-                    dirty.append(o)
+                _accept(o, key[1], value, op)
             else:
                 _fold_objects(objects, f, run, args, epoch, outcome == "ok", op)
 
@@ -590,8 +587,6 @@ def fold(facts: Facts, ops: Iterable[Operation | Any]) -> None:
                     users[owner] = _lite(op)
             if is_mut:
                 if invoke > t.mut_inv:
-                    if t.mut is None or len(t.mut) != raw_len:
-                        dirty.append(t)
                     t.mut_inv, t.mut = invoke, op
                 if f == "append":
                     if hit is None or ("journal", run) not in hit:
@@ -628,8 +623,6 @@ def fold(facts: Facts, ops: Iterable[Operation | Any]) -> None:
                         ra.del_any = key
             else:
                 if invoke > t.lop_inv:
-                    if t.lop is None or len(t.lop) != raw_len:
-                        dirty.append(t)
                     t.lop_inv, t.lop = invoke, op
                 if f == "renew":
                     t.marks.append((invoke, complete))
@@ -639,8 +632,6 @@ def fold(facts: Facts, ops: Iterable[Operation | Any]) -> None:
                     if complete < t.rel_ok:
                         t.rel_ok = complete
                         t.rel_ok_ev = op if t.lop is op else _lite(op)
-            if len(dirty) > 1024:
-                _compact(dirty)
         elif outcome == "fail":
             n_fail += 1
             if f == "release":
@@ -681,7 +672,7 @@ def fold(facts: Facts, ops: Iterable[Operation | Any]) -> None:
                 if rf.del_any is None or key > rf.del_any:
                     rf.del_any = key
 
-    _compact(dirty)
+    _settle(l_tenure, l_objects.values())
     stats = facts.stats
     stats["operations"] += n_ops
     stats["events"] += n_events
@@ -757,11 +748,10 @@ def merge(facts: Facts, later: Facts) -> None:
 def merge_reads(facts: Facts, reads: Iterable[_Read]) -> None:
     """The reads part of `merge` (which may also be fed in pieces, before the later objects are merged)."""
     objects = facts.objects
+    kept = facts.reads
     for rd in reads:
-        base = objects.get(rd.obj, {}).get(rd.epoch)
-        if base is not None:
-            rd.own = _Obj.combined(base, rd.own)
-        facts.reads.append(rd)
+        base = objects.get(rd[0], {}).get(rd[2])
+        kept.append(rd if base is None else (*rd[:_R_OWN], _combined(base, rd[_R_OWN])))
 
 
 def merge_objects(facts: Facts, items: Iterable[tuple[tuple[str, str], dict[int, _Obj]]]) -> None:
@@ -777,7 +767,7 @@ def merge_objects(facts: Facts, items: Iterable[tuple[tuple[str, str], dict[int,
             if m is None:
                 mine[epoch] = o
             else:
-                m.absorb(o)
+                _absorb(m, o)
 
 
 def merge_tenures(facts: Facts, items: Iterable[tuple[tuple[str, int], _Tenure]]) -> None:
@@ -811,7 +801,7 @@ def _summary(objects: dict[tuple[str, str], dict[int, _Obj]], obj: tuple[str, st
         per = objects[obj] = {}
     o = per.get(epoch)
     if o is None:
-        o = per[epoch] = _Obj()
+        o = per[epoch] = _new_obj()
     return o
 
 
@@ -823,9 +813,9 @@ def _fold_objects(objects: dict[tuple[str, str], dict[int, _Obj]], f: str, run: 
     for obj, value in _writes(f, run, args):
         o = _summary(objects, obj, epoch)
         if ok:
-            o.accept(c, value, lite)
+            _accept(o, c, value, lite)
         else:
-            o.unknown(c, value, lite)
+            _unknown(o, c, value, lite)
 
 
 def _note_tag(tagged: dict[str, list[Any]], process: str, index: int, key: tuple[str, int, str]) -> list[Any]:
@@ -868,7 +858,7 @@ def _note_read(facts: Facts, op: tuple[Any, ...]) -> None:
     """Keep an accepted tenured read: what it saw and, frozen now, its own tenure's writes so far."""
     args = op[_ARGS]
     tenure = args["tenure"]
-    run, owner, epoch = str(tenure[0]), str(tenure[1]), int(tenure[2])
+    run, owner, epoch = _intern(str(tenure[0])), _intern(str(tenure[1])), int(tenure[2])
     if run != op[_RUN]:
         return
     res = op[_RES]
@@ -881,10 +871,11 @@ def _note_read(facts: Facts, op: tuple[Any, ...]) -> None:
         f, obj, seen = "get_meta", ("meta", run), res.get("tag")
     else:
         f, obj, seen = "blob_get", ("blob", str(args.get("ref", ""))), res.get("tag")
+    obj = facts._obj_keys.setdefault(obj, obj)  # one tuple per object, however many reads name it
     per = facts.objects.get(obj)
     cur = per.get(epoch) if per is not None else None
-    facts.reads.append(_Read(obj, run, epoch, owner, seen, (_intern(op[_P]), op[_I], f, op[_INV], op[_COMP]),
-                             None if cur is None else cur.frozen()))
+    facts.reads.append((obj, run, epoch, owner, seen, _intern(op[_P]), op[_I], f, op[_INV], op[_COMP],
+                        None if cur is None else _frozen(cur)))
 
 
 def _pid_of(facts: Facts, process: str) -> int:
@@ -1341,9 +1332,9 @@ def _surely_held(facts: Facts) -> Callable[[_Read], _Tenure | None]:
         return found
 
     def held(rd: _Read) -> _Tenure | None:
-        t, grant_inv, first, unknown = tenure_info.get((rd.run, rd.epoch)) or info(rd.run, rd.epoch)
-        inv, done = rd.op[3], rd.op[4]
-        if t is None or done is None or first < done or t.rel_inv < done or not t.granted_to(rd.owner):
+        _, run, epoch, owner, _, _, _, _, inv, done, _ = rd
+        t, grant_inv, first, unknown = tenure_info.get((run, epoch)) or info(run, epoch)
+        if t is None or done is None or first < done or t.rel_inv < done or not t.granted_to(owner):
             return None  # (first < done: another grant, or a later epoch's, was invoked meanwhile)
         if unknown and any(i < done and c > grant_inv for i, c in unknown):
             return None
@@ -1378,33 +1369,39 @@ def check_reads(facts: Facts) -> list[Violation]:
         if eps is None:
             eps = epochs_of[obj] = sorted(per)
         for k in range(bisect.bisect_left(eps, epoch) - 1, -1, -1):  # downwards, without copying the epochs
-            o = per[eps[k]]
-            for c, v, op in o.unk:
+            ok_c, ok_val, ok_op, unk = per[eps[k]]
+            for _, v, op in unk:
                 allowed.setdefault(v, op)
-            if o.ok_c is not None:
-                allowed.setdefault(o.ok_val, o.ok_op)
-                return allowed, o.ok_op
+            if ok_c is not None:
+                allowed.setdefault(ok_val, ok_op)
+                return allowed, ok_op
         allowed.setdefault(_EMPTY_JOURNAL if obj[0] == "journal" else None, None)
         return allowed, None
 
     judged = 0
+    unordered = facts.unordered
+    prior: dict[tuple[tuple[str, str], int], dict[Any, Any]] = {}  # (object, epoch) -> what `before` allows
     for rd in facts.reads:
-        if rd.obj in facts.unordered:
+        obj, _, epoch, _, seen, _, _, _, _, _, own = rd
+        if obj in unordered:
             continue  # unleased writes are not ordered by epochs
         t = held(rd)
         if t is None:
             continue
         judged += 1
-        own = rd.own
+        # allowed: its own last accepted write if it made one, else what the epochs below allow; and the
+        # values of its own writes of unknown outcome after that
         own_wrote = own is not None and own[0] is not None
         if own_wrote:
-            allowed = {own[1]: own[2]}
+            if seen == own[1]:
+                continue
         else:
-            allowed = before(rd.obj, rd.epoch)[0]
-        if own is not None:
-            for _, v, op in own[3]:
-                allowed.setdefault(v, op)
-        if rd.seen in allowed:
+            allowed = prior.get((obj, epoch))
+            if allowed is None:
+                allowed = prior[(obj, epoch)] = before(obj, epoch)[0]
+            if seen in allowed:
+                continue
+        if own is not None and any(seen == v for _, v, _ in own[3]):
             continue
         out.append(_misread(facts, rd, t, own_wrote, before))
     facts.stats.update(reads=len(facts.reads), reads_judged=judged)
@@ -1414,54 +1411,55 @@ def check_reads(facts: Facts) -> list[Violation]:
 def _misread(facts: Facts, rd: _Read, t: _Tenure, own_wrote: bool,
              before: Callable[[tuple[str, str], int], tuple[dict[Any, Any], Any]]) -> Violation:
     """Name the clause a disallowed read breaks, citing the read and the writes involved."""
-    kind, name = rd.obj
+    obj, run, epoch, _, seen, _, _, _, _, _, own = rd
+    kind, name = obj
     what = f"the journal tail of {name}" if kind == "journal" else f"the meta of {name}" if kind == "meta" else f"blob {name}"
-    rev = rd.evidence()
-    seen_tag = rd.seen[1] if kind == "journal" else rd.seen
-    shown = "nothing" if seen_tag is None and rd.seen in (None, _EMPTY_JOURNAL) else (
-        f"{seen_tag}" + (f" at seq {rd.seen[0]}" if kind == "journal" else ""))
-    head = f"{rev.tag} read {what} under epoch {rd.epoch} while it was surely live and saw {shown}"
+    rev = _read_evidence(rd)
+    seen_tag = seen[1] if kind == "journal" else seen
+    shown = "nothing" if seen_tag is None and seen in (None, _EMPTY_JOURNAL) else (
+        f"{seen_tag}" + (f" at seq {seen[0]}" if kind == "journal" else ""))
+    head = f"{rev.tag} read {what} under epoch {epoch} while it was surely live and saw {shown}"
     grant_inv = t.grant_invoke()
     lost = _OBJECT_CLAUSE[kind]
     if own_wrote:
-        mine = evidence(rd.own[2])
+        mine = evidence(own[2])
         expect = f"; its own tenure last wrote {mine.tag}"
         cite: tuple[Evidence, ...] = (rev, mine)
     else:
-        _, last = before(rd.obj, rd.epoch)
+        _, last = before(obj, epoch)
         mine = evidence(last) if last is not None else None
-        expect = (f"; the serially-last accepted write before epoch {rd.epoch} is {mine.tag} (epoch {mine.epoch})"
-                  if mine is not None else f"; nothing was accepted before epoch {rd.epoch}")
+        expect = (f"; the serially-last accepted write before epoch {epoch} is {mine.tag} (epoch {mine.epoch})"
+                  if mine is not None else f"; nothing was accepted before epoch {epoch}")
         cite = (rev,) if mine is None else (rev, mine)
     info = _tag_info(facts, seen_tag) if seen_tag is not None else None
     if info is not None:
         lease_run, ep, outcome = info
         hit = facts.seen.get(seen_tag)
         sev = evidence(hit[0]) if hit is not None else Evidence(
-            seen_tag.rpartition("#")[0], int(seen_tag.rpartition("#")[2]), _OBJECT_WRITER[kind], rd.run, ep, None,
+            seen_tag.rpartition("#")[0], int(seen_tag.rpartition("#")[2]), _OBJECT_WRITER[kind], run, ep, None,
             outcome, 0, None, seen_tag)
         cite = (*cite, sev)
-        if lease_run != rd.run:
+        if lease_run != run:
             return Violation("run-match", f"{head}, written under a lease of run {lease_run}{expect}", cite)
-        if ep < rd.epoch:
+        if ep < epoch:
             if outcome == "fail":
                 return Violation("stale-rejected", f"{head}: a refused write of superseded epoch {ep} took effect"
                                  f"{expect}", cite)
             if own_wrote:
-                prior = before(rd.obj, rd.epoch)[0].get(rd.seen, False)
+                prior = before(obj, epoch)[0].get(seen, False)
                 landed_late = prior is False or prior is None or prior[8] is None or prior[8] > grant_inv
                 if not landed_late:
                     return Violation(lost, f"{head}, the value from before its own write: lost write{expect}", cite)
                 return Violation("stale-rejected", f"{head}: a write of superseded epoch {ep} took effect after the "
                                  f"successor's own write{expect}", cite)
-            wrote = _written_by(facts, rd.obj, ep, seen_tag)
-            if wrote is not None and wrote[8] is not None and wrote[8] > facts.stale_at(rd.run, ep)[0]:
+            wrote = _written_by(facts, obj, ep, seen_tag)
+            if wrote is not None and wrote[8] is not None and wrote[8] > facts.stale_at(run, ep)[0]:
                 return Violation("stale-rejected", f"{head}: {seen_tag} of epoch {ep} completed after its tenure was "
                                  f"superseded and took effect over later writes{expect}", cite)
-            if mine is not None and mine.epoch is not None and mine.epoch < rd.epoch and (
+            if mine is not None and mine.epoch is not None and mine.epoch < epoch and (
                     mine.complete_ns is None or mine.complete_ns > grant_inv):
                 return Violation("stale-rejected", f"{head}, an older write of superseded epoch {ep}: {mine.tag} was "
-                                 f"still in flight when epoch {rd.epoch} was granted and took effect late or never"
+                                 f"still in flight when epoch {epoch} was granted and took effect late or never"
                                  f"{expect}", cite)
             return Violation(lost, f"{head}, an older write of epoch {ep}: lost write{expect}", cite)
         return Violation(lost, f"{head}, a write of epoch {ep} the serial history does not allow here{expect}", cite)
@@ -1469,7 +1467,7 @@ def _misread(facts: Facts, rd: _Read, t: _Tenure, own_wrote: bool,
         return Violation(lost, f"{head}: its own write is lost{expect}", cite)
     if mine is not None and (mine.complete_ns is None or mine.complete_ns > grant_inv):
         return Violation("stale-rejected", f"{head}: {mine.tag} of superseded epoch {mine.epoch} was still in flight "
-                         f"when epoch {rd.epoch} was granted and took effect late or never{expect}", cite)
+                         f"when epoch {epoch} was granted and took effect late or never{expect}", cite)
     return Violation(lost, f"{head}: lost write{expect}", cite)
 
 
@@ -1478,7 +1476,7 @@ def _written_by(facts: Facts, obj: tuple[str, str], epoch: int, tag: str) -> Any
     o = facts.objects.get(obj, {}).get(epoch)
     if o is None:
         return None
-    for op in (o.ok_op, *(u[2] for u in o.unk)):
+    for op in (o[2], *(u[2] for u in o[3])):
         if op is not None and f"{op[0]}#{op[1]}" == tag:
             return op
     return None

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from soak.check.core import (
-    CHECKERS, Checker, Facts, FoldOverlap, _Obj, _Read, _Tenure, finish, fold, merge, merge_objects, merge_reads,
+    CHECKERS, Checker, Facts, FoldOverlap, _Tenure, finish, fold, merge, merge_objects, merge_reads,
     merge_tenures, run_checkers,
 )
 from soak.check.verdict import Violation
@@ -131,23 +131,19 @@ class TwoCores:
             except HistoryCorruptError as exc:
                 yield "corrupt", str(exc)
                 return
-            yield "reading", frozenset(rd.obj for rd in later.reads)  # the parent sends only these objects' summaries
+            yield "reading", frozenset(rd[0] for rd in later.reads)  # the parent sends only these objects' summaries
+            # Its small parts and tenures go first: the parent merges them and starts its checkers while this
+            # process reads the parent's fold. (The parent had the snapshot and its index before the fork.)
+            yield "rest", dataclasses.replace(later, snapshot=None, index={}, tenures={}, objects={}, reads=[])
+            yield from _send("tenures", later.tenures)
             incoming = yield _ASK  # which checkers to run and the parent's fold, whole, or nothing
             earlier, names = _receive(incoming)
-            big = {"tenures": later.tenures, "objects": later.objects, "reads": later.reads}
-            snapshot, index = later.snapshot, later.index
-            later.snapshot, later.index, later.tenures, later.objects, later.reads = None, {}, {}, {}, []
-            yield "rest", later  # the parent had the snapshot and its index before the fork
-            yield from _send("tenures", big["tenures"])
             if earlier is None:
-                yield from _send("reads", big["reads"])
-                yield from _send("objects", big["objects"])
+                yield from _send("reads", later.reads)
+                yield from _send("objects", later.objects)
                 yield "end", None
                 return
-            yield "end", None
-            earlier.snapshot, earlier.index = snapshot, index
-            later.tenures, later.objects, later.reads = big["tenures"], big["objects"], big["reads"]
-            del big
+            earlier.snapshot, earlier.index = later.snapshot, later.index
             merge(earlier, later)
             finish(earlier)
             before = dict(earlier.stats)
@@ -170,19 +166,29 @@ class TwoCores:
                 kind, body = next(frames, ("error", None))
                 if kind == "corrupt":
                     raise HistoryCorruptError(body)
-                if kind != "reading" or next(frames, None) != _ASK:
+                if kind != "reading":
                     raise _ChildFailed
-                # per-object summaries are consulted only for objects some read names (`check_reads`)
-                wanted = body | {rd.obj for rd in facts.reads}
-                objects = {obj: per for obj, per in facts.objects.items() if obj in wanted} if checking else {}
-                frames.send(itertools.chain(packed, packing, _send("objects", objects)))
+                # The child's frames up to its question are read (not merged) before it is answered, so that
+                # neither process waits on the other's full pipe.
+                theirs: list[Any] = []
+                for frame in frames:
+                    if frame == _ASK:
+                        break
+                    theirs.append(frame)
+                else:
+                    raise _ChildFailed
+                # per-object summaries are consulted only for objects some read names (`check_reads`): those this
+                # fold's reads name went with the fold, those only the child's name follow
+                mine = {rd[0] for rd in facts.reads}
+                objects = {obj: per for obj, per in facts.objects.items() if obj in body and obj not in mine}
+                frames.send(itertools.chain(packed, packing, _send("objects", objects) if checking else ()))
             except (ValueError, TypeError) as exc:  # a value marshal cannot carry (not from a JSON history)
                 raise _ChildFailed from exc
             del packed
             if checking:
                 facts.objects, facts.reads = {}, []  # only the child's checkers read them
             merged = False
-            for kind, body in frames:
+            for kind, body in itertools.chain(theirs, () if checking else frames):
                 if kind == "rest":
                     merge(facts, body)
                     merged = True
@@ -195,13 +201,13 @@ class TwoCores:
                 elif kind == "objects":
                     merge_objects(facts, _unpack(kind, body))
                 elif kind == "end":
-                    if checking:
-                        self._child, frames = frames, None
-                    else:
-                        read = {rd.obj for rd in facts.reads}
-                        for obj in [o for o in facts.objects if o not in read]:
-                            del facts.objects[obj]  # never consulted (`check_reads` reads only these)
+                    read = {rd[0] for rd in facts.reads}
+                    for obj in [o for o in facts.objects if o not in read]:
+                        del facts.objects[obj]  # never consulted (`check_reads` reads only these)
                     return facts
+            if checking and merged:
+                self._child, frames = frames, None
+                return facts
         except (FoldOverlap, _ChildFailed):
             pass  # one process's records in both groups, or the child failed: fold in one pass below
         finally:
@@ -245,43 +251,33 @@ class _ChildFailed(Exception):
     """The child's frames stopped or made no sense: do its part here."""
 
 
-#: How the bulky parts of the facts travel: as plain tuples of their slots, marshalled (several times
-#: cheaper than pickling the objects), a chunk per frame.
-_CLASSES = {"tenures": _Tenure, "reads": _Read, "objects": _Obj}
+#: How the bulky parts of the facts travel: marshalled (several times cheaper than pickling objects), a chunk per
+#: frame. Reads and per-object summaries are plain tuples and lists already; tenures go as tuples of their slots.
+_TENURE_STATE = attrgetter(*_Tenure.__slots__)
 
 
 def _send(kind: str, items: Any) -> Iterator[tuple[str, bytes]]:
     """Frames of the facts' `kind` part (a dict of tenures or objects, or the list of reads)."""
-    state = attrgetter(*_CLASSES[kind].__slots__)
-    seq = list(items.items()) if isinstance(items, dict) else items
+    seq = items if kind == "reads" else list(items.items())
     for i in range(0, len(seq), _CHUNK):
         chunk = seq[i:i + _CHUNK]
-        if kind == "reads":
-            body = [state(rd) for rd in chunk]
-        elif kind == "tenures":
-            body = [(key, state(t)) for key, t in chunk]
-        else:
-            body = [(obj, [(epoch, state(o)) for epoch, o in per.items()]) for obj, per in chunk]
-        yield kind, marshal.dumps(body)
+        yield kind, marshal.dumps([(key, _TENURE_STATE(t)) for key, t in chunk] if kind == "tenures" else chunk)
 
 
 def _unpack(kind: str, data: bytes) -> list[Any]:
     """What `_send` packed into one frame: reads, or (key, tenure) or (object, {epoch: summary}) items."""
-    cls = _CLASSES[kind]
-    slots, make = cls.__slots__, cls.__new__
-
-    def revive(state: tuple[Any, ...]) -> Any:
-        o = make(cls)
-        for name, value in zip(slots, state):
-            setattr(o, name, value)
-        return o
-
     body = marshal.loads(data)
-    if kind == "reads":
-        return [revive(st) for st in body]
-    if kind == "tenures":
-        return [(tuple(key), revive(st)) for key, st in body]
-    return [(tuple(obj), {epoch: revive(st) for epoch, st in per}) for obj, per in body]
+    if kind != "tenures":
+        return body  # type: ignore[no-any-return]
+    slots, make = _Tenure.__slots__, _Tenure.__new__
+
+    def revive(state: tuple[Any, ...]) -> _Tenure:
+        t = make(_Tenure)
+        for name, value in zip(slots, state):
+            setattr(t, name, value)
+        return t
+
+    return [(key, revive(st)) for key, st in body]
 
 
 def _balance(facts: Facts, checkers: Sequence[tuple[str, Checker]]) -> frozenset[str]:
@@ -300,18 +296,27 @@ def _balance(facts: Facts, checkers: Sequence[tuple[str, Checker]]) -> frozenset
 
 
 def _fold_frames(facts: Facts, names: frozenset[str]) -> Iterator[Any]:
-    """Which checkers the child runs, then this process's fold as frames: the small parts pickled whole,
-    then the bulky ones, all but the per-object summaries (they follow once the child names its reads)."""
+    """Which checkers the child runs, then this process's fold as frames: the small parts pickled whole, then the
+    bulky ones, with the summaries of the objects its own reads name (those only the child's name follow later)."""
     yield "checkers", names
     yield "rest", dataclasses.replace(facts, snapshot=None, index={}, tenures={}, objects={}, reads=[])
     for kind in ("tenures", "reads"):
         yield from _send(kind, getattr(facts, kind))
+    mine = {rd[0] for rd in facts.reads}
+    yield from _send("objects", {obj: per for obj, per in facts.objects.items() if obj in mine})
 
 
 def _receive(incoming: Iterable[Any]) -> tuple[Facts | None, frozenset[str]]:
-    """The parent's fold from its frames (`_fold_frames`) and the checkers to run, or (None, none)."""
+    """The parent's fold from its frames (`_fold_frames`) and the checkers to run, or (None, none).
+
+    The frames are all read before any is unpacked: the parent, blocked on the pipe until then, goes on
+    to its own checkers while this process unpacks.
+    """
     facts, names = None, frozenset()
-    for kind, body in incoming:
+    frames = list(incoming)
+    frames.reverse()
+    while frames:
+        kind, body = frames.pop()  # each frame's bytes are freed once unpacked
         if kind == "checkers":
             names = body
         elif kind == "rest":

@@ -5,10 +5,12 @@ combines two partial folds exactly as one pass over all files in order would hav
 So the files (sorted, as one pass reads them) are cut into two contiguous groups of about
 equal size; a forked child folds the second while this process folds the first. Then the two
 trade what they folded: the child sends its summaries, less its reads and per-object summaries
-(the bulk of them), a frame at a time, and this process sends the child its whole fold. Each
-side merges; the child checks the reads, which need the reads and objects of both halves, while
-this process runs every other checker, each on its own copy of the facts (a child forked after
-the merge would copy every page it touched instead).
+(the bulk of them), a frame at a time, and this process reads them all, then sends the child its
+whole fold (packed while the child was still folding), which the child reads whole before it
+unpacks it, so neither waits on the other's full pipe. Each side merges; the child checks the
+reads, which need the reads and objects of both halves, while this process runs every other
+checker, each on its own copy of the facts (a child forked after the merge would copy every page
+it touched instead).
 Without `os.fork`, with threads running (forking them is unsafe), for small histories, or if
 the child fails, everything is done here; the verdict is the same either way.
 """
@@ -182,8 +184,8 @@ class TwoCores:
                 mine = {rd[0] for rd in facts.reads}
                 objects = {obj: per for obj, per in facts.objects.items() if obj in body and obj not in mine}
                 frames.send(itertools.chain(packed, packing, _send("objects", objects) if checking else ()))
-            except (ValueError, TypeError) as exc:  # a value marshal cannot carry (not from a JSON history)
-                raise _ChildFailed from exc
+            except (ValueError, TypeError, OSError) as exc:  # a value marshal cannot carry (not from a JSON
+                raise _ChildFailed from exc                   # history), or the child died before it read all
             del packed
             if checking:
                 facts.objects, facts.reads = {}, []  # only the child's checkers read them

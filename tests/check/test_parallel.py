@@ -221,6 +221,61 @@ def test_a_child_that_dies_while_checking_leaves_the_verdict_whole(tmp_path: Pat
     assert two.result == "fail" and two.stats["reads_judged"] == 2
 
 
+def _one_and_two(h: H, run_dir: Path) -> tuple:
+    """The verdicts of one process and of two (as configured) on `run_dir`, and how many folds each took."""
+    paths = sorted((run_dir / "history").glob("*.jsonl"))
+
+    def new():
+        return new_facts(h.state(RUNS), lease_ttl_ms=TTL_MS, runs=RUNS)
+
+    with parallel.TwoCores(paths, new, workers=1) as cores:
+        one = judge(lambda: finish(cores.fold()), runner=cores.run_checkers)
+    with parallel.TwoCores(paths, new) as cores:
+        two = judge(lambda: finish(cores.fold()), runner=cores.run_checkers)
+    return one, two
+
+
+def test_a_child_that_dies_while_reading_the_parents_fold_leaves_the_verdict_whole(
+        tmp_path: Path, forced: None, monkeypatch: pytest.MonkeyPatch):
+    # The child sends its own fold before it reads this process's: this process has merged it and gone
+    # on when the child dies, so the reads (the child's part) are judged here, on a second fold.
+    h = _late_stale_write()
+    run_dir = _run(tmp_path, h)
+    parent = os.getpid()
+    real_receive = parallel._receive
+
+    def dies(incoming):
+        if os.getpid() != parent:
+            os._exit(3)
+        return real_receive(incoming)
+
+    monkeypatch.setattr(parallel, "_receive", dies)
+    folds = []
+    real_fold_here = parallel.TwoCores._fold_here
+    monkeypatch.setattr(parallel.TwoCores, "_fold_here", lambda self, p: folds.append(len(p)) or real_fold_here(self, p))
+    one, two = _one_and_two(h, run_dir)
+    assert two.to_json() == one.to_json()
+    assert two.result == "fail" and two.stats["reads_judged"] == 2
+    paths = sorted((run_dir / "history").glob("*.jsonl"))
+    # this process's half, then the whole history again (when its answer meets a closed pipe, or when the
+    # child's findings never come): the one-process check folds once more before
+    assert folds == [len(paths), len(parallel._split(paths)[0]), len(paths)]
+
+
+def test_a_small_history_is_folded_in_two_and_checked_here(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    # Below MIN_PARALLEL_OPS the child folds but checks nothing: it sends its reads and object summaries too.
+    monkeypatch.setattr(parallel, "MIN_PARALLEL_BYTES", 0)
+    h = _late_stale_write()
+    run_dir = _run(tmp_path, h)
+    ran_in = []
+    real_run_checkers = parallel.run_checkers
+    monkeypatch.setattr(parallel, "run_checkers", lambda f, c: ran_in.append(os.getpid()) or real_run_checkers(f, c))
+    one, two = _one_and_two(h, run_dir)
+    assert two.to_json() == one.to_json()
+    assert two.stats["reads_judged"] == 2
+    assert set(ran_in) == {os.getpid()}
+
+
 def test_the_child_takes_more_checkers_when_there_are_few_reads():
     from soak.check.core import _Tenure
 

@@ -39,6 +39,7 @@ import sys
 from array import array
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from operator import itemgetter
 from typing import Any
 
 from soak.history import HistoryCorruptError, Operation, payload_for, tag_of
@@ -60,6 +61,7 @@ _HARNESS_UNKNOWN = frozenset(("Incomplete", "Timeout", "TimeoutError", "Killed",
 #: Typed refusals of the contract (and their root).
 _TYPED = frozenset(("StoreError", "LeaseHeldError", "JournalOrderError", "StoreBusyError"))
 _NEVER = float("inf")
+_first, _second = itemgetter(0), itemgetter(1)
 _intern = sys.intern
 
 
@@ -972,9 +974,10 @@ def check_grants(facts: Facts) -> list[Violation]:
         # (invoke, complete, epoch, op) of every grant
         grants = [(g[0], g[1], t.epoch, g[3]) for t in ts for g in t.grants]
         # rising: a grant that completed before another was invoked carries the lower epoch
-        by_complete = sorted(grants, key=lambda g: g[1])
+        by_complete = sorted(grants, key=_second)
+        by_invoke = sorted(grants, key=_first)
         i, best = 0, None
-        for g in sorted(grants, key=lambda g: g[0]):
+        for g in by_invoke:
             while i < len(by_complete) and by_complete[i][1] < g[0]:
                 if best is None or by_complete[i][2] > best[2]:
                     best = by_complete[i]
@@ -986,14 +989,17 @@ def check_grants(facts: Facts) -> list[Violation]:
                     (evidence(best[3]), evidence(g[3])),
                 ))
         # overlap: a takeover that completed while an earlier tenure was surely live
-        by_invoke = sorted(grants, key=lambda g: g[0])
         invokes = [g[0] for g in by_invoke]
         for t in ts:
-            marks = sorted(t.marks, key=lambda m: m[1])  # by completion
-            completes = [m[1] for m in marks]
-            latest: list[int] = []  # latest invocation among the first k marks
-            for m in marks:
-                latest.append(m[0] if not latest or m[0] > latest[-1] else latest[-1])
+            marks = t.marks
+            if len(marks) == 1:  # the grant alone
+                latest, completes = [marks[0][0]], [marks[0][1]]
+            else:
+                marks = sorted(marks, key=_second)  # by completion
+                completes = [m[1] for m in marks]
+                latest = []  # latest invocation among the first k marks
+                for m in marks:
+                    latest.append(m[0] if not latest or m[0] > latest[-1] else latest[-1])
             hi = min(latest[-1] + ttl - margin, t.rel_inv)  # a takeover invoked later cannot prove overlap
             for j in range(bisect.bisect_right(invokes, completes[0]), bisect.bisect_left(invokes, hi)):
                 g = by_invoke[j]
@@ -1380,7 +1386,6 @@ def check_reads(facts: Facts) -> list[Violation]:
 
     judged = 0
     unordered = facts.unordered
-    prior: dict[tuple[tuple[str, str], int], dict[Any, Any]] = {}  # (object, epoch) -> what `before` allows
     for rd in facts.reads:
         obj, _, epoch, _, seen, _, _, _, _, _, own = rd
         if obj in unordered:
@@ -1395,12 +1400,8 @@ def check_reads(facts: Facts) -> list[Violation]:
         if own_wrote:
             if seen == own[1]:
                 continue
-        else:
-            allowed = prior.get((obj, epoch))
-            if allowed is None:
-                allowed = prior[(obj, epoch)] = before(obj, epoch)[0]
-            if seen in allowed:
-                continue
+        elif seen in before(obj, epoch)[0]:
+            continue
         if own is not None and any(seen == v for _, v, _ in own[3]):
             continue
         out.append(_misread(facts, rd, t, own_wrote, before))

@@ -178,9 +178,8 @@ def test_a_checker_raising_in_the_child_is_inconclusive(tmp_path: Path, forced: 
     assert int(reason.rpartition(" ")[2]) != os.getpid()  # it ran in the child
 
 
-def test_the_child_checks_what_one_process_finds(tmp_path: Path, forced: None):
-    h = _late_stale_write()
-    run_dir = _run(tmp_path, h)
+def _one_and_two(h: H, run_dir: Path, checkers=CHECKERS) -> tuple:
+    """The verdicts on `run_dir` of one process and of two (`checkers` in the two, as configured)."""
     paths = sorted((run_dir / "history").glob("*.jsonl"))
 
     def new():
@@ -188,8 +187,14 @@ def test_the_child_checks_what_one_process_finds(tmp_path: Path, forced: None):
 
     with parallel.TwoCores(paths, new, workers=1) as cores:
         one = judge(lambda: finish(cores.fold()), runner=cores.run_checkers)
-    with parallel.TwoCores(paths, new) as cores:
-        two = judge(lambda: finish(cores.fold()), runner=cores.run_checkers)
+    with parallel.TwoCores(paths, new, checkers) as cores:
+        two = judge(lambda: finish(cores.fold()), checkers, runner=cores.run_checkers)
+    return one, two
+
+
+def test_the_child_checks_what_one_process_finds(tmp_path: Path, forced: None):
+    h = _late_stale_write()
+    one, two = _one_and_two(h, _run(tmp_path, h))
     assert two.to_json() == one.to_json()
     # the child judged the reads (its statistics came back) and found the late stale write they saw
     assert two.stats["reads_judged"] == 2
@@ -199,7 +204,6 @@ def test_the_child_checks_what_one_process_finds(tmp_path: Path, forced: None):
 def test_a_child_that_dies_while_checking_leaves_the_verdict_whole(tmp_path: Path, forced: None):
     h = _late_stale_write()
     run_dir = _run(tmp_path, h)
-    paths = sorted((run_dir / "history").glob("*.jsonl"))
     parent = os.getpid()
     reads = dict(CHECKERS)["reads"]
 
@@ -209,30 +213,9 @@ def test_a_child_that_dies_while_checking_leaves_the_verdict_whole(tmp_path: Pat
         return reads(facts)
 
     checkers = tuple(c if c[0] != "reads" else ("reads", dies_in_the_child) for c in CHECKERS)
-
-    def new():
-        return new_facts(h.state(RUNS), lease_ttl_ms=TTL_MS, runs=RUNS)
-
-    with parallel.TwoCores(paths, new, checkers) as cores:
-        two = judge(lambda: finish(cores.fold()), checkers, runner=cores.run_checkers)
-    with parallel.TwoCores(paths, new, workers=1) as cores:
-        one = judge(lambda: finish(cores.fold()), runner=cores.run_checkers)
+    one, two = _one_and_two(h, run_dir, checkers)
     assert two.to_json() == one.to_json()
     assert two.result == "fail" and two.stats["reads_judged"] == 2
-
-
-def _one_and_two(h: H, run_dir: Path) -> tuple:
-    """The verdicts of one process and of two (as configured) on `run_dir`, and how many folds each took."""
-    paths = sorted((run_dir / "history").glob("*.jsonl"))
-
-    def new():
-        return new_facts(h.state(RUNS), lease_ttl_ms=TTL_MS, runs=RUNS)
-
-    with parallel.TwoCores(paths, new, workers=1) as cores:
-        one = judge(lambda: finish(cores.fold()), runner=cores.run_checkers)
-    with parallel.TwoCores(paths, new) as cores:
-        two = judge(lambda: finish(cores.fold()), runner=cores.run_checkers)
-    return one, two
 
 
 def test_a_child_that_dies_while_reading_the_parents_fold_leaves_the_verdict_whole(

@@ -6,7 +6,9 @@ refused takeover attempts, stale refusals after release, periodic run deletions;
 times `soak.check.check_run` on it in a fresh process and prints operations per second (wall
 clock; CPU counts the forked helper too), the ratio to the target and to the raw limit measured
 in the same run (parsing every line of the same history, nothing else, on one core: `_raw`),
-and the peak RSS of that process and of the helper it forks (`soak.check.parallel`).
+and the peak RSS of that process and of the helper it forks (`soak.check.parallel`). With two
+sizes or more, it prints how much that memory grows per operation from the smallest to the
+largest (bounded memory would grow by 0).
 The check must pass.
 
     .venv/bin/python benchmarks/bench_checker.py            # 100k and 1M, storm-shaped tenures
@@ -247,9 +249,11 @@ def main(argv: list[str]) -> int:
     sizes = [int(a) for a in argv if not a.startswith("--")] or [100_000, 1_000_000]
     ok = True
     print(f"calibration: 10M Python additions in {calibrate():.2f} CPU s")
+    peaks: dict[str, list[tuple[int, float]]] = {}  # shape -> (operations, peak RSS of both processes in MB)
     with tempfile.TemporaryDirectory(prefix="soak-bench-") as tmp:
         for shape, n in [(shape, n) for shape in shapes for n in sizes]:
             r = measure(n, tmp, shape)
+            peaks.setdefault(shape, []).append((r["count"], r["rss_mb"] + r["helper_rss_mb"]))
             count, gen, size_mb, rate = r["count"], r["gen_s"], r["size_mb"], r["rate"]
             ok &= r["result"] == "pass" and rate >= TARGET_OPS_PER_S
             cpu = r["cpu"] + r["helper_cpu"]
@@ -259,6 +263,11 @@ def main(argv: list[str]) -> int:
                   f"{r['raw_rate']:,.0f} ops/s, parsing the lines on one core), peak RSS {r['rss_mb']:6.1f} MB "
                   f"(forked helper {r['helper_rss_mb']:6.1f} MB), verdict {r['result']}"
                   + (f" {r['violations']} {r['reasons']}" if r["result"] != "pass" else ""))
+    for shape, points in peaks.items():  # bounded memory would add nothing per operation
+        (n0, m0), (n1, m1) = min(points), max(points)
+        if n1 > n0:
+            print(f"{shape:>5} memory growth from {n0:,} to {n1:,} ops: {(m1 - m0) * 2**20 / (n1 - n0):,.0f} bytes "
+                  f"per operation (peak RSS of both processes)")
     return 0 if ok else 1
 
 

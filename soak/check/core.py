@@ -61,6 +61,9 @@ _HARNESS_UNKNOWN = frozenset(("Incomplete", "Timeout", "TimeoutError", "Killed",
 #: Typed refusals of the contract (and their root).
 _TYPED = frozenset(("StoreError", "LeaseHeldError", "JournalOrderError", "StoreBusyError"))
 _NEVER = float("inf")
+#: The per-run caches' entry for a run without a granted tenure, which also marks them built: a tuple, which no run
+#: id read from JSON can equal (an empty string could).
+_NO_RUN = ("no run",)
 _first, _second = itemgetter(0), itemgetter(1)
 _intern = sys.intern
 
@@ -353,9 +356,9 @@ class Facts:
     # outcome of the last segment while known] of tagged writes
     tagged: dict[str, list[Any]] = field(default_factory=dict)
     boot_failures: list[tuple[Any, ...]] = field(default_factory=list)
-    _stale_cache: dict[str, tuple[list[int], list[tuple[float, Any]]]] = field(default_factory=dict)
+    _stale_cache: dict[Any, tuple[list[int], list[tuple[float, Any]]]] = field(default_factory=dict)
     # run -> (its granted epochs sorted, the earliest grant invocation of each epoch and above, all grant invocations)
-    _grant_cache: dict[str, tuple[list[int], list[float], list[int]]] = field(default_factory=dict)
+    _grant_cache: dict[Any, tuple[list[int], list[float], list[int]]] = field(default_factory=dict)
 
     @property
     def ttl_ns(self) -> int:
@@ -370,7 +373,7 @@ class Facts:
             for (r, e), t in self.tenures.items():
                 for g in t.grants:
                     pairs.setdefault(r, []).append((e, g[0]))
-            self._grant_cache[""] = ([], [], [])
+            self._grant_cache[_NO_RUN] = ([], [], [])
             for r, ps in pairs.items():
                 ps.sort()
                 suffix: list[float] = [_NEVER] * len(ps)
@@ -379,7 +382,7 @@ class Facts:
                     best = min(best, ps[i][1])
                     suffix[i] = best
                 self._grant_cache[r] = ([p[0] for p in ps], suffix, sorted(p[1] for p in ps))
-        epochs, suffix, invokes = self._grant_cache.get(run) or self._grant_cache[""]
+        epochs, suffix, invokes = self._grant_cache.get(run) or self._grant_cache[_NO_RUN]
         j = bisect.bisect_right(epochs, epoch)
         k = bisect.bisect_right(invokes, grant_inv)
         return min(suffix[j] if j < len(epochs) else _NEVER, invokes[k] if k < len(invokes) else _NEVER)
@@ -392,7 +395,7 @@ class Facts:
                 if t.grants:
                     g = min(t.grants, key=lambda g: g[1])
                     granted.setdefault(r, []).append((e, g[1], g[3]))
-            self._stale_cache[""] = ([], [(_NEVER, None)])
+            self._stale_cache[_NO_RUN] = ([], [(_NEVER, None)])
             for r, gs in granted.items():
                 gs.sort(key=lambda x: x[0])
                 suffix: list[tuple[float, Any]] = [(_NEVER, None)] * (len(gs) + 1)
@@ -400,7 +403,7 @@ class Facts:
                     best = suffix[i + 1]
                     suffix[i] = (gs[i][1], gs[i][2]) if gs[i][1] < best[0] else best
                 self._stale_cache[r] = ([g[0] for g in gs], suffix)
-        epochs, suffix = self._stale_cache.get(run) or self._stale_cache[""]
+        epochs, suffix = self._stale_cache.get(run) or self._stale_cache[_NO_RUN]
         superseded = suffix[bisect.bisect_right(epochs, epoch)]
         t = self.tenures.get((run, epoch))
         if t is not None and t.rel_ok < superseded[0]:

@@ -7,7 +7,7 @@ import dataclasses
 import pytest
 
 from soak.check import check
-from soak.check.core import CHECKERS
+from soak.check.core import CHECKERS, new_facts
 from soak.history import payload_for
 from soak.spi import JournalEntry, Lease, RunMeta
 
@@ -322,3 +322,18 @@ def test_altered_blob_bytes():
     snap.blobs["r1"]["r1/t1"] = snap.blobs["r1"]["r1/t1"][:-2] + b"\xef\xbf"
     v = run_check(h, snap)
     assert [x.clause for x in v.violations] == ["journal-a4"] and "r1/t1" in v.violations[0].statement
+
+
+def test_a_run_named_with_the_empty_string_is_a_run_like_any_other():
+    # The per-run caches once kept their "no such run" entry under "": a run of that name overwrote it, and
+    # a run without granted tenures then read that run's grants.
+    from soak.check.core import _Tenure
+
+    facts = new_facts(H().state(RUNS), lease_ttl_ms=TTL_MS, runs=RUNS)
+    for epoch, at in ((1, 100), (2, 200)):
+        t = facts.tenures[("", epoch)] = _Tenure("", epoch)
+        t.grants.append((at, at + 1, "w1.1", None))
+    assert facts.stale_at("r9", 1) == (float("inf"), None)
+    assert facts.next_grant("r9", 1, 0) == float("inf")
+    assert facts.stale_at("", 1) == (201, None)
+    assert facts.next_grant("", 1, 100) == 200

@@ -486,9 +486,7 @@ def fold(facts: Facts, ops: Iterable[Operation | Any]) -> None:
         process, op_index, f, run, lease, _, args, outcome, result, error, _, invoke, complete = op
 
         if f == "acquire":
-            ra = run_acc.get(run)
-            if ra is None:
-                ra = run_acc[run] = _Run()
+            ra = _run_of(run_acc, run)
             ra.acq_invokes.append(invoke)
             if outcome == "ok":
                 n_ok += 1
@@ -602,16 +600,11 @@ def fold(facts: Facts, ops: Iterable[Operation | Any]) -> None:
                         if len(ra.missing) > ra.prune_at:
                             _prune_missing(ra)
                 elif f == "put_meta":
-                    ra = run_acc.get(run)
-                    if ra is None:
-                        ra = run_acc[run] = _Run()
+                    ra = _run_of(run_acc, run)
                     if ra.meta_ok is None or key > ra.meta_ok[0]:
                         ra.meta_ok = (key, op)
                 elif f == "blob_put":
-                    ref = args["ref"]
-                    rf = refs.get(ref)
-                    if rf is None:
-                        rf = refs[ref] = _Ref(run)
+                    rf = _ref_of(refs, args["ref"], run)
                     if rf.put_ok is None or key > rf.put_ok[0]:
                         rf.put_ok = (key, op)
                 elif f == "blob_delete":
@@ -1516,7 +1509,7 @@ def check_takeovers(facts: Facts) -> list[Violation]:
         held, ts = ra.held, by_run.get(run)
         if not held or not ts:
             continue
-        firsts = sorted([(t.grant_complete(), t.grant_invoke(), t) for t in ts], key=lambda x: x[0])
+        firsts = sorted([(t.grant_complete(), t.grant_invoke(), t) for t in ts], key=_first)
         completes = [x[0] for x in firsts]
         newest: list[tuple[int, int, _Tenure]] = []  # the first grant (complete, invoke, tenure) of the highest
         for x in firsts:                                # epoch among the first k tenures to be granted

@@ -146,15 +146,23 @@ class _Worker:
 
     def write_to(self, run: str, lease: Lease, intent: str) -> Outcome | None:
         """One random write (append at the fresh tail + 1, meta or blob put) to `run` under `lease`."""
-        surface = self.rng.choice(("append", "put_meta", "blob_put"))
-        if surface == "append":
-            tail = self.load_tail(run, intent)
+        return self.write(self.rng.choice(("append", "put_meta", "blob_put")), run, lease, intent, None)[0]
+
+    def write(self, kind: str, run: str, lease: Lease, intent: str, tail: int | None,
+              tenure: Lease | None = None) -> tuple[Outcome | None, int | None]:
+        """One write of `kind` to `run` under `lease`: an append at `tail` + 1 (the tail read first when unknown,
+        under `tenure`), a meta or a blob put. Its outcome (None: the tail could not be read) and the tail after it
+        (None: unknown)."""
+        if kind == "append":
             if tail is None:
-                return None
-            return self.append(run, lease, intent, tail + 1)
-        if surface == "put_meta":
-            return self.put_meta(run, lease, intent)
-        return self.blob_put(self.blob_ref(run), lease, intent)
+                tail = self.load_tail(run, intent, tenure)
+                if tail is None:
+                    return None, None
+            out = self.append(run, lease, intent, tail + 1)
+            return out, (tail + 1 if out.ok else None)  # the tail is known again only after an accepted append
+        if kind == "put_meta":
+            return self.put_meta(run, lease, intent), tail
+        return self.blob_put(self.blob_ref(run), lease, intent), tail
 
     def sleep(self, seconds: float) -> None:
         """Sleep cooperatively: wake early when the storm stops."""
@@ -233,19 +241,8 @@ class _Worker:
             if time.monotonic() + pace >= deadline:
                 break
             self.sleep(pace)
-            kind = self.rng.choice(("append", "put_meta", "blob_put"))
-            if kind == "append":
-                if tail is None:
-                    tail = self.load_tail(run, "live", lease)
-                    if tail is None:
-                        continue
-                out = self.append(run, lease, "live", tail + 1)
-                tail = tail + 1 if out.ok else None
-            elif kind == "put_meta":
-                out = self.put_meta(run, lease, "live")
-            else:
-                out = self.blob_put(self.blob_ref(run), lease, "live")
-            if out.refused(LeaseHeldError):
+            out, tail = self.write(self.rng.choice(("append", "put_meta", "blob_put")), run, lease, "live", tail, lease)
+            if out is not None and out.refused(LeaseHeldError):
                 return out, tail
         self.sleep(deadline - time.monotonic())
         return None, tail
@@ -273,15 +270,8 @@ class _Worker:
                 break
             kind = self.rng.choices(self.mix_keys, self.mix_weights)[0]
             out: Outcome | None = None
-            if kind == "append":
-                if tail is None:
-                    tail = self.load_tail(run, "live", lease)
-                    if tail is None:
-                        continue
-                seq = tail + 1
-                out = self.append(run, lease, "live", seq)
-                # the tail is known again only after an accepted append
-                tail = seq if out.ok else None
+            if kind in ("append", "put_meta", "blob_put"):
+                out, tail = self.write(kind, run, lease, "live", tail, lease)
             elif kind == "order_probe":
                 if tail is None:
                     tail = self.load_tail(run, "live", lease)
@@ -290,10 +280,6 @@ class _Worker:
                 out = self.append(run, lease, "live", self.rng.randint(max(0, tail - 2), tail))
                 if not out.refused():
                     tail = None  # an accepted (or unknown) append below the tail: reload before the next
-            elif kind == "put_meta":
-                out = self.put_meta(run, lease, "live")
-            elif kind == "blob_put":
-                out = self.blob_put(self.blob_ref(run), lease, "live")
             elif kind == "blob_delete":
                 out = self.blob_delete(self.blob_ref(run), lease, "live")
             elif kind == "renew":

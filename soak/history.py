@@ -370,7 +370,8 @@ def operation_tuples(path: str | os.PathLike[str]) -> Iterator[tuple[Any, ...] |
 
     The pairing behind `operations`, for readers that cannot afford an object per operation
     (the checker folds millions of them); `Operation(*t)` is the record. Same errors as `operations`.
-    Operations of one file that hold equal leases hold the same `Lease` object.
+    Operations of one file that hold equal leases hold the same `Lease` object, among the last
+    `_LEASES` distinct leases of the file (older ones are forgotten, so memory stays bounded).
     """
     path = Path(path)
     leases: dict[Any, Lease] = {}
@@ -450,11 +451,17 @@ def _line(done: int, objs: list[Any], obj: Any) -> int:
     return done + 1 + next((k for k, o in enumerate(objs) if o is obj), 0)
 
 
+#: Distinct leases a file's reader shares one `Lease` object for (`operation_tuples`): a worker holds a few at a time.
+_LEASES = 1024
+
+
 def _intern(leases: dict[Any, Lease], lease: Any) -> Lease:
-    """The file's one `Lease` for an invoke's lease array (first use)."""
+    """The file's one `Lease` for an invoke's lease array (first use; the oldest is forgotten past `_LEASES`)."""
     key = tuple(lease)
     shared = leases.get(key)
     if shared is None:
+        if len(leases) >= _LEASES:
+            del leases[next(iter(leases))]
         shared = leases[key] = Lease(key[0], key[1], int(key[2]))
     return shared
 

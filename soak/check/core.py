@@ -39,7 +39,7 @@ import sys
 from array import array
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from operator import itemgetter
+from operator import attrgetter, itemgetter
 from typing import Any
 
 from soak.history import HistoryCorruptError, Operation, payload_for, tag_of
@@ -47,7 +47,8 @@ from soak.check.verdict import Evidence, Verdict, Violation
 
 __all__ = [
     "CHECKERS", "Checker", "Facts", "FoldOverlap", "Runner", "check", "default_margin_ns", "evidence", "finish",
-    "fold", "judge", "merge", "merge_objects", "merge_reads", "merge_tenures", "new_facts", "run_checkers", "scan",
+    "fold", "judge", "merge", "merge_objects", "merge_reads", "merge_tenures", "new_facts", "new_part", "run_checkers",
+    "scan", "settle", "Unordered",
 ]
 
 _MUTATIONS = frozenset(("append", "put_meta", "delete", "blob_put", "blob_delete"))
@@ -124,6 +125,14 @@ def _settle(tenure: _Tenure | None, objects: Iterable[_Obj]) -> None:
         _compact_obj(o, memo)
     if tenure is not None:
         tenure.compact(memo)
+
+
+def _op_fields(x: Any) -> tuple[str, int, str, int | None, int | None, int, int | None]:
+    """(process, index, f, epoch, counter, invocation, completion) of an operation in any form `evidence` takes."""
+    if type(x) is tuple and len(x) != _RAW_LEN:  # compact (`_lite`), the usual case
+        return x[0], x[1], x[2], x[4], x[5], x[7], x[8]
+    ev = evidence(x)
+    return ev.process, ev.index, ev.f, ev.epoch, ev.counter, ev.invoke_ns, ev.complete_ns
 
 
 def evidence(x: Evidence | Operation | tuple[Any, ...]) -> Evidence:
@@ -254,6 +263,147 @@ class _Ref:
         self.del_ok: tuple[tuple[int, int], tuple[Any, ...]] | None = None
 
 
+class _Retired:
+    """What one run's retired tenures (`settle`) leave behind, enough to judge operations still to come under them.
+
+    Per retired epoch, in rising order, 13 integers: its first grant (invocation, completion, process id, index),
+    its grantee (process id of the owner; -1 none, -2 several), when it was surely superseded (-1: never) and the
+    operation proving it (kind 0 acquire or 1 release, process id, index, epoch, invocation, completion, counter;
+    -1 for none). About 100 bytes a tenure, where the tenure and its summaries took kilobytes. Past `KEEP` rows,
+    the oldest half folds into a watermark: those epochs were all superseded by its time, which its proof shows.
+    Only operations that break the contract consult a row (a late write, a refused write in the final state, a
+    misread), and one of that age is then named by the watermark (judged stale if invoked after it).
+    """
+
+    __slots__ = ("epochs", "data", "floor", "top_epoch", "top_inv", "last_inv", "granted", "mark", "mark_row")
+    WIDTH = 13
+    KEEP = 2048
+
+    def __init__(self) -> None:
+        self.epochs = array("q")
+        self.data = array("q")
+        self.floor = -1  # the highest epoch retired: object summaries at or below it are folded into floors
+        self.top_epoch = -1  # the highest epoch retired with a grant, and that grant's invocation
+        self.top_inv = 0
+        self.last_inv = -1  # the latest invocation of a retired grant
+        self.granted = 0  # retired epochs that were granted
+        self.mark = -1  # the watermark: epochs up to it were superseded by the time in `mark_row`
+        self.mark_row: array | None = None
+
+    def add(self, facts: Facts, t: _Tenure, stale: tuple[float, Any]) -> None:
+        """Retire `t`, superseded or released at `stale`."""
+        row = [-1] * self.WIDTH
+        if t.grants:
+            g = min(t.grants, key=_second) if len(t.grants) > 1 else t.grants[0]
+            process, index, _, _, _, _, _ = _op_fields(g[3])
+            row[0], row[1], row[2], row[3] = g[0], g[1], _pid_of(facts, process), index
+            owner = g[2]
+            row[4] = _pid_of(facts, owner) if all(h[2] == owner for h in t.grants) else -2
+            last = max(h[0] for h in t.grants)
+            if last > self.last_inv:
+                self.last_inv = last
+            if t.epoch > self.top_epoch:
+                self.top_epoch, self.top_inv = t.epoch, g[0]
+        when, proof = stale
+        if when != _NEVER and proof is not None:
+            process, index, f, epoch, counter, invoke, complete = _op_fields(proof)
+            row[5], row[6], row[7], row[8] = int(when), 1 if f == "release" else 0, _pid_of(facts, process), index
+            row[9], row[10], row[11] = -1 if epoch is None else epoch, invoke, -1 if complete is None else complete
+            row[12] = -1 if counter is None else counter
+        if not self.epochs or t.epoch > self.epochs[-1]:  # the usual case: retired in epoch order
+            self.epochs.append(t.epoch)
+            self.data.extend(row)
+            self.granted += row[0] >= 0
+            self.floor = t.epoch
+            if len(self.epochs) >= 2 * self.KEEP:
+                self._fold_oldest(len(self.epochs) - self.KEEP)
+            return
+        w = self.WIDTH
+        if t.epoch <= self.mark:
+            return  # operations that came under an epoch past the watermark: it stands for them
+        i = bisect.bisect_left(self.epochs, t.epoch)
+        if i < len(self.epochs) and self.epochs[i] == t.epoch:  # retired before: keep what its grant left
+            old = self.data[i * w:(i + 1) * w]
+            if old[0] >= 0:
+                row[:5] = old[:5]
+            elif row[0] >= 0:
+                self.granted += 1
+            if old[5] >= 0 and (row[5] < 0 or old[5] <= row[5]):
+                row[5:] = old[5:]
+            self.data[i * w:(i + 1) * w] = array("q", row)
+        else:
+            self.epochs.insert(i, t.epoch)
+            self.data[i * w:i * w] = array("q", row)
+            self.granted += row[0] >= 0
+        if t.epoch > self.floor:
+            self.floor = t.epoch
+        if len(self.epochs) >= 2 * self.KEEP:
+            self._fold_oldest(len(self.epochs) - self.KEEP)
+
+    def _fold_oldest(self, n: int) -> None:
+        """Fold the `n` oldest rows into the watermark (the latest superseding of them, and its proof)."""
+        w = self.WIDTH
+        best = self.mark_row
+        for i in range(n):
+            r = self.data[i * w:(i + 1) * w]
+            if r[5] >= 0 and (best is None or r[5] > best[5]):
+                best = r
+        self.mark, self.mark_row = self.epochs[n - 1], best
+        del self.epochs[:n], self.data[:n * w]
+
+    def row(self, epoch: int) -> array | None:
+        """The row of a retired epoch; the watermark's for one past it that has none; else None."""
+        i = bisect.bisect_left(self.epochs, epoch)
+        if i < len(self.epochs) and self.epochs[i] == epoch:
+            return self.data[i * self.WIDTH:(i + 1) * self.WIDTH]
+        if epoch <= self.mark and self.mark_row is not None:
+            row = array("q", self.mark_row)
+            row[4] = -1  # whose it was is not kept
+            return row
+        return None
+
+    def grant_ev(self, facts: Facts, run: str, epoch: int, row: array) -> Evidence:
+        process = facts.procs[row[2]]
+        return Evidence(process, row[3], "acquire", run, epoch, None, "ok", row[0], row[1], f"{process}#{row[3]}")
+
+    def stale_at(self, facts: Facts, run: str, epoch: int) -> tuple[float, Any] | None:
+        """`Facts.stale_at` of a retired epoch (or of one below them with no tenure), or None for one above."""
+        if epoch > self.floor:
+            return None
+        row = self.row(epoch)
+        if row is not None:
+            if row[5] < 0:
+                return _NEVER, None
+            process = facts.procs[row[7]]
+            f = "release" if row[6] == 1 else "acquire"
+            return row[5], Evidence(process, row[8], f, run, None if row[9] < 0 else row[9],
+                                    None if row[12] < 0 else row[12], "ok", row[10], None if row[11] < 0 else row[11],
+                                    f"{process}#{row[8]}")
+        # an epoch no retired tenure had: the earliest completing grant of the retired epochs above it (the
+        # live ones, all above, are the caller's)
+        best: tuple[float, Any] = (_NEVER, None)
+        w = self.WIDTH
+        for i in range(bisect.bisect_right(self.epochs, epoch), len(self.epochs)):
+            r = self.data[i * w:(i + 1) * w]
+            if r[0] >= 0 and r[1] < best[0]:
+                best = (r[1], self.grant_ev(facts, run, self.epochs[i], r))
+        return best
+
+    def owners(self, facts: Facts, epoch: int) -> set[str] | None:
+        """The grantee of a retired epoch, as a set; None when unknown (several grants, or none)."""
+        row = self.row(epoch)
+        if row is None or row[4] < 0:
+            return None
+        return {facts.procs[row[4]]}
+
+    def top_grant(self, facts: Facts, run: str) -> tuple[int, int, int, Evidence] | None:
+        """(invocation, completion, epoch, evidence) of the highest retired epoch's grant."""
+        if self.top_epoch < 0:
+            return None
+        row = self.row(self.top_epoch)
+        return row[0], row[1], self.top_epoch, self.grant_ev(facts, run, self.top_epoch, row)
+
+
 #: The value of an empty journal as a read reports it: (tail seq, tail tag).
 _EMPTY_JOURNAL = (0, None)
 
@@ -359,6 +509,17 @@ class Facts:
     _stale_cache: dict[Any, tuple[list[int], list[tuple[float, Any]]]] = field(default_factory=dict)
     # run -> (its granted epochs sorted, the earliest grant invocation of each epoch and above, all grant invocations)
     _grant_cache: dict[Any, tuple[list[int], list[float], list[int]]] = field(default_factory=dict)
+    # Settling (`settle`): every operation invoked before `settled` is folded; what was judged then (per checker:
+    # violations, or why it raised); what retired tenures left per run; per object, the writes of its run's
+    # retired epochs (`_to_floor`); each object's run.
+    settled: float = -_NEVER
+    early: dict[str, list[Violation]] = field(default_factory=dict)
+    early_errors: dict[str, str] = field(default_factory=dict)
+    retired: dict[str, _Retired] = field(default_factory=dict)
+    floors: dict[tuple[str, str], tuple[tuple[tuple[Any, Any], ...], tuple[Any, Any] | None, tuple[Any, ...]]] = field(
+        default_factory=dict)
+    obj_run: dict[tuple[str, str], str] = field(default_factory=dict)
+    read_counts: list[int] = field(default_factory=lambda: [0, 0])  # tenured reads kept, and judged (`check_reads`)
 
     @property
     def ttl_ns(self) -> int:
@@ -385,7 +546,16 @@ class Facts:
         epochs, suffix, invokes = self._grant_cache.get(run) or self._grant_cache[_NO_RUN]
         j = bisect.bisect_right(epochs, epoch)
         k = bisect.bisect_right(invokes, grant_inv)
-        return min(suffix[j] if j < len(epochs) else _NEVER, invokes[k] if k < len(invokes) else _NEVER)
+        first = min(suffix[j] if j < len(epochs) else _NEVER, invokes[k] if k < len(invokes) else _NEVER)
+        res = self.retired.get(run)
+        if res is not None:
+            # Retired grants were all invoked before anything judged since they retired completed, so any of them
+            # that qualifies stands for the earliest (the callers only compare with such a completion).
+            if res.top_epoch > epoch:
+                first = min(first, res.top_inv)
+            if res.last_inv > grant_inv:
+                first = min(first, res.last_inv)
+        return first
 
     def stale_at(self, run: str, epoch: int) -> tuple[float, Any]:
         """When tenure (run, epoch) surely stopped being current, and the operation proving it (raw)."""
@@ -405,6 +575,11 @@ class Facts:
                 self._stale_cache[r] = ([g[0] for g in gs], suffix)
         epochs, suffix = self._stale_cache.get(run) or self._stale_cache[_NO_RUN]
         superseded = suffix[bisect.bisect_right(epochs, epoch)]
+        res = self.retired.get(run)
+        if res is not None:
+            old = res.stale_at(self, run, epoch)
+            if old is not None and old[0] < superseded[0]:
+                superseded = old
         t = self.tenures.get((run, epoch))
         if t is not None and t.rel_ok < superseded[0]:
             return t.rel_ok, t.rel_ok_ev
@@ -449,15 +624,38 @@ def new_facts(snapshot: Any, *, lease_ttl_ms: int, runs: Iterable[str], cross_ru
     return facts
 
 
+def new_part(facts: Facts) -> Facts:
+    """Empty `Facts` with the settings and final-state index of `facts`, to fold a part of the history into and
+    `merge` into `facts` (the index is shared: folding only reads it)."""
+    part = Facts(facts.snapshot, facts.lease_ttl_ms, facts.margin_ns, facts.runs, facts.cross_runs, facts.status,
+                 facts.quorum, index=facts.index)
+    part.stats.update(operations=0, events=0, ok=0, fail=0, info=0)
+    return part
+
+
 def finish(facts: Facts) -> Facts:
     """Complete the statistics once every operation is folded in."""
-    facts.stats["tenures"] = sum(1 for t in facts.tenures.values() if t.grants)
+    live = sum(1 for t in facts.tenures.values() if t.grants and _retired_grant(facts, t) is None)
+    facts.stats["tenures"] = live + sum(res.granted for res in facts.retired.values())
     return facts
 
 
-def fold(facts: Facts, ops: Iterable[Operation | Any]) -> None:
-    """Fold operations (in each process's own order) into `facts`; whole operations end compacted."""
+class Unordered(Exception):
+    """An operation invoked before the time `facts` were settled at (`settle`) came too late: check without settling."""
+
+
+def fold(facts: Facts, ops: Iterable[Operation | Any], until: float = _NEVER) -> tuple[Any, ...] | None:
+    """Fold operations (in each process's own order) into `facts`; whole operations end compacted.
+
+    Stops before the first operation invoked at or after `until` and returns it (None once `ops` is
+    exhausted). Raises `Unordered` at an operation invoked before `facts.settled`.
+    """
     index = facts.index
+    settled = facts.settled
+    obj_run = facts.obj_run
+    look = None
+    facts._grant_cache.clear()  # built from the tenures, which this changes
+    facts._stale_cache.clear()
     tenures, run_acc, refs, seen, refusals = facts.tenures, facts.run_acc, facts.refs, facts.seen, facts.refusals
     scan_violations = facts.scan_violations
     proc_ids = facts.proc_ids
@@ -482,8 +680,13 @@ def fold(facts: Facts, ops: Iterable[Operation | Any]) -> None:
                 n_events += 1
                 continue
             op = _raw(op)
-        n_ops += 1
         process, op_index, f, run, lease, _, args, outcome, result, error, _, invoke, complete = op
+        if not settled <= invoke < until:
+            if invoke >= until:
+                look = op
+                break
+            raise Unordered(f"{process}#{op_index} was invoked before the history was settled at {settled}")
+        n_ops += 1
 
         if f == "acquire":
             ra = _run_of(run_acc, run)
@@ -566,10 +769,10 @@ def fold(facts: Facts, ops: Iterable[Operation | Any]) -> None:
                 (obj, value), = _writes(f, run, args)
                 o = l_objects.get(obj)
                 if o is None:
-                    o = l_objects[obj] = _summary(objects, obj, epoch)
+                    o = l_objects[obj] = _summary(objects, obj, epoch, run, obj_run)
                 _accept(o, key[1], value, op)
             else:
-                _fold_objects(objects, f, run, args, epoch, outcome == "ok", op)
+                _fold_objects(objects, obj_run, f, run, args, epoch, outcome == "ok", op)
 
         if outcome == "ok":
             n_ok += 1
@@ -677,6 +880,7 @@ def fold(facts: Facts, ops: Iterable[Operation | Any]) -> None:
     stats["ok"] += n_ok
     stats["fail"] += n_fail
     stats["info"] += n_info
+    return look
 
 
 class FoldOverlap(Exception):
@@ -687,14 +891,29 @@ def merge(facts: Facts, later: Facts) -> None:
     """Fold the partial `later` into `facts` as if its operations had been folded after those of `facts`.
 
     `later` covers the history files that follow those of `facts` (in file order; a process's
-    operations all in one of them). Every summary merges as its fold would have continued:
-    first-seen wins ties, maxima and minima combine, lists concatenate in order, and a read's
-    frozen view of its own tenure gains the writes of the earlier files. Raises `FoldOverlap`
-    when one process appears on both sides.
+    operations all in one of them, or in `later` only operations it folds after those in `facts`). Every
+    summary merges as its fold would have continued: first-seen wins ties, maxima and minima combine,
+    lists concatenate in order, and a read's frozen view of its own tenure gains the writes of the
+    earlier files. Raises `FoldOverlap`, before it changes anything, when one process's operations
+    interleave between the two.
     """
-    if facts.tagged.keys() & later.tagged.keys():
-        raise FoldOverlap(sorted(facts.tagged.keys() & later.tagged.keys())[0])
-    facts.tagged.update(later.tagged)
+    for process, seg in later.tagged.items():
+        mine = facts.tagged.get(process)
+        if mine is not None and mine[0] and seg[0] and seg[0][0] < mine[0][-1]:
+            raise FoldOverlap(process)
+    facts._grant_cache.clear()  # built from the tenures, which this changes
+    facts._stale_cache.clear()
+    for process, seg in later.tagged.items():
+        mine = facts.tagged.get(process)
+        if mine is None:
+            facts.tagged[process] = seg
+        else:  # its last segment runs up to the later first one (which may start where it ends, `_note_tag`)
+            if mine[0] and seg[0] and seg[0][0] == mine[0][-1]:
+                mine[0].pop()
+                mine[1].pop()
+            mine[0].extend(seg[0])
+            mine[1].extend(seg[1])
+            mine[2], mine[3] = None, None
     remap = array("q", [_pid_of(facts, name) for name in later.procs])
 
     merge_reads(facts, later.reads)
@@ -734,6 +953,8 @@ def merge(facts: Facts, later: Facts) -> None:
         if fb.del_any is not None and (fa.del_any is None or fb.del_any > fa.del_any):
             fa.del_any = fb.del_any
 
+    for obj, run in later.obj_run.items():
+        facts.obj_run.setdefault(obj, run)
     facts.seen.update(later.seen)
     facts.refusals.extend(later.refusals)
     facts.scan_violations.extend(later.scan_violations)
@@ -792,24 +1013,26 @@ def _writes(f: str, run: str, args: dict[str, Any]) -> list[tuple[tuple[str, str
     return [(("blob", args.get("ref", "")), None)]  # blob_delete
 
 
-def _summary(objects: dict[tuple[str, str], dict[int, _Obj]], obj: tuple[str, str], epoch: int) -> _Obj:
-    """The summary of `obj`'s writes under `epoch`, made on first use."""
+def _summary(objects: dict[tuple[str, str], dict[int, _Obj]], obj: tuple[str, str], epoch: int, run: str,
+             obj_run: dict[tuple[str, str], str]) -> _Obj:
+    """The summary of `obj`'s writes under `epoch`, made on first use (`obj_run` learns the run it belongs to)."""
     per = objects.get(obj)
     if per is None:
         per = objects[obj] = {}
+        obj_run.setdefault(obj, run)
     o = per.get(epoch)
     if o is None:
         o = per[epoch] = _new_obj()
     return o
 
 
-def _fold_objects(objects: dict[tuple[str, str], dict[int, _Obj]], f: str, run: str, args: dict[str, Any],
-                  epoch: int, ok: bool, op: tuple[Any, ...]) -> None:
+def _fold_objects(objects: dict[tuple[str, str], dict[int, _Obj]], obj_run: dict[tuple[str, str], str], f: str,
+                  run: str, args: dict[str, Any], epoch: int, ok: bool, op: tuple[Any, ...]) -> None:
     """Fold an accepted or unknown leased write of its own run into the per-(object, epoch) summaries."""
     lite = _lite(op)
     c = args.get("c", 0)
     for obj, value in _writes(f, run, args):
-        o = _summary(objects, obj, epoch)
+        o = _summary(objects, obj, epoch, run, obj_run)
         if ok:
             _accept(o, c, value, lite)
         else:
@@ -951,24 +1174,37 @@ def check_scan(facts: Facts) -> list[Violation]:
     return list(facts.scan_violations)
 
 
-def check_grants(facts: Facts) -> list[Violation]:
-    """Each epoch granted once; epochs rising with grant order; no two surely-live tenures overlap."""
+def check_grants(facts: Facts, tenures: Iterable[_Tenure] | None = None) -> list[Violation]:
+    """Each epoch granted once; epochs rising with grant order; no two surely-live tenures overlap.
+
+    Judges `tenures` (default: all), with every tenure of the facts and the highest retired grant of
+    each run as context.
+    """
     out: list[Violation] = []
+    judged = None if tenures is None else {id(t) for t in tenures}
     by_run: dict[str, list[_Tenure]] = {}
     for t in facts.tenures.values():
         if t.grants:
             by_run.setdefault(t.run, []).append(t)
-        if len(t.grants) > 1:
-            owners = sorted({g[2] for g in t.grants})
+        if judged is not None and id(t) not in judged:
+            continue
+        before = _retired_grant(facts, t) if t.grants and facts.retired else None  # the epoch's grant retired before
+        if len(t.grants) > 1 or (t.grants and before is not None):
+            owners = sorted({g[2] for g in t.grants} | ({before[0]} if before is not None else set()))
+            n = len(t.grants) + (before is not None)
             out.append(Violation(
                 "epoch-monotonic",
-                f"epoch {t.epoch} of run {t.run} was granted {len(t.grants)} times (to {', '.join(owners)})",
-                tuple(evidence(g[3]) for g in t.grants),
+                f"epoch {t.epoch} of run {t.run} was granted {n} times (to {', '.join(owners)})",
+                (*((before[1],) if before is not None else ()), *(evidence(g[3]) for g in t.grants)),
             ))
     ttl, margin = facts.ttl_ns, facts.margin_ns
     for run, ts in by_run.items():
-        # (invoke, complete, epoch, op) of every grant
-        grants = [(g[0], g[1], t.epoch, g[3]) for t in ts for g in t.grants]
+        # (invoke, complete, epoch, op, judged) of every grant
+        grants = [(g[0], g[1], t.epoch, g[3], judged is None or id(t) in judged) for t in ts for g in t.grants]
+        res = facts.retired.get(run)
+        top = res.top_grant(facts, run) if res is not None else None
+        if top is not None:
+            grants.append((*top, False))
         # rising: a grant that completed before another was invoked carries the lower epoch
         by_complete = sorted(grants, key=_second)
         by_invoke = sorted(grants, key=_first)
@@ -978,7 +1214,7 @@ def check_grants(facts: Facts) -> list[Violation]:
                 if best is None or by_complete[i][2] > best[2]:
                     best = by_complete[i]
                 i += 1
-            if best is not None and best[2] > g[2]:
+            if best is not None and best[2] > g[2] and g[4]:
                 out.append(Violation(
                     "epoch-monotonic",
                     f"run {run}: epoch {g[2]} granted after epoch {best[2]} had been granted",
@@ -987,6 +1223,8 @@ def check_grants(facts: Facts) -> list[Violation]:
         # overlap: a takeover that completed while an earlier tenure was surely live
         invokes = [g[0] for g in by_invoke]
         for t in ts:
+            if judged is not None and id(t) not in judged:
+                continue
             marks = t.marks
             if len(marks) == 1:  # the grant alone
                 latest, completes = [marks[0][0]], [marks[0][1]]
@@ -1015,31 +1253,56 @@ def check_grants(facts: Facts) -> list[Violation]:
     return out
 
 
-def check_grantees(facts: Facts) -> list[Violation]:
-    """Every accepted mutation, renew or release carries a lease granted to its owner."""
+def _retired_grant(facts: Facts, t: _Tenure) -> tuple[str, Evidence] | None:
+    """(grantee, evidence) of the grant of `t`'s epoch that retired before `t`'s own grants came, if any."""
+    res = facts.retired.get(t.run)
+    if res is None or t.epoch > res.floor:
+        return None
+    i = bisect.bisect_left(res.epochs, t.epoch)
+    if i == len(res.epochs) or res.epochs[i] != t.epoch:
+        return None
+    row = res.data[i * res.WIDTH:(i + 1) * res.WIDTH]
+    if row[0] < 0:
+        return None
+    ev = res.grant_ev(facts, t.run, t.epoch, row)
+    return (facts.procs[row[4]] if row[4] >= 0 else ev.process), ev
+
+
+def check_grantees(facts: Facts, tenures: Iterable[_Tenure] | None = None) -> list[Violation]:
+    """Every accepted mutation, renew or release carries a lease granted to its owner (of `tenures`, default all)."""
     out: list[Violation] = []
-    for t in facts.tenures.values():
+    for t in facts.tenures.values() if tenures is None else tenures:
         if not t.users:
             continue
         granted_to = {g[2] for g in t.grants}
+        grants = [evidence(g[3]) for g in t.grants] if t.grants else []
+        if not granted_to:  # an operation under a retired tenure: granted to whom its residue says
+            before = _retired_grant(facts, t)
+            res = facts.retired.get(t.run)
+            if before is None and res is not None and t.epoch <= res.mark:
+                continue  # long retired: whose it was is not kept (fencing judges the operation)
+            if before is not None:
+                granted_to = res.owners(facts, t.epoch)
+                if granted_to is None:
+                    continue
+                grants = [before[1]]
         for owner, op in t.users.items():
             if owner in granted_to:
                 continue
             ev = evidence(op)
             clause = "stale-lease-ops" if ev.f in _LEASE_OPS else "stale-rejected"
-            if not t.grants:
+            if not granted_to:
                 why = f"epoch {t.epoch} of run {t.run} was never granted"
             else:
                 why = f"epoch {t.epoch} of run {t.run} was granted to {', '.join(sorted(granted_to))}, not {owner}"
-            out.append(Violation(clause, f"{ev.f} accepted from a non-grantee: {why}",
-                                 (ev, *(evidence(g[3]) for g in t.grants))))
+            out.append(Violation(clause, f"{ev.f} accepted from a non-grantee: {why}", (ev, *grants)))
     return out
 
 
-def check_fencing(facts: Facts) -> list[Violation]:
-    """Real time: nothing accepted under a tenure invoked after it was superseded or released."""
+def check_fencing(facts: Facts, tenures: Iterable[_Tenure] | None = None) -> list[Violation]:
+    """Real time: nothing accepted under a tenure (of `tenures`, default all) invoked after it was superseded or released."""
     out: list[Violation] = []
-    for t in facts.tenures.values():
+    for t in facts.tenures.values() if tenures is None else tenures:
         if t.mut is None and t.lop is None and t.unt is None:
             continue
         when, proof = facts.stale_at(t.run, t.epoch)
@@ -1072,12 +1335,13 @@ def check_fencing(facts: Facts) -> list[Violation]:
     return out
 
 
-def check_refusals(facts: Facts) -> list[Violation]:
-    """A LeaseHeldError under a tenure that was surely current and live is a spurious refusal."""
+def check_refusals(facts: Facts, refusals: Iterable[tuple[str, int, str, Any]] | None = None) -> list[Violation]:
+    """A LeaseHeldError under a tenure that was surely current and live is a spurious refusal (of `refusals`, default
+    the facts' own)."""
     out: list[Violation] = []
     ttl, margin = facts.ttl_ns, facts.margin_ns
     sorted_acq: dict[str, list[int]] = {}
-    for run, epoch, owner, op in facts.refusals:
+    for run, epoch, owner, op in facts.refusals if refusals is None else refusals:
         t = facts.tenures.get((run, epoch))
         ev = evidence(op)
         if t is None or not t.granted_to(owner) or ev.complete_ns is None:
@@ -1289,16 +1553,20 @@ def _journal_pair(prev: tuple[Evidence, tuple[int, int], int], cur: tuple[Eviden
 def check_probe(facts: Facts) -> list[Violation]:
     """The final probe's epoch exceeds every granted epoch; it was not refused after 1.2 x ttl."""
     out: list[Violation] = []
-    highest: dict[str, _Tenure] = {}
+    highest: dict[str, tuple[int, Any]] = {}  # run -> (highest granted epoch, its first grant)
     for t in facts.tenures.values():
-        if t.grants and (t.run not in highest or t.epoch > highest[t.run].epoch):
-            highest[t.run] = t
+        if t.grants and (t.run not in highest or t.epoch > highest[t.run][0]):
+            highest[t.run] = (t.epoch, t.grants[0][3])
+    for run, res in facts.retired.items():
+        top = res.top_grant(facts, run)
+        if top is not None and (run not in highest or top[2] > highest[run][0]):
+            highest[run] = (top[2], top[3])
     for run, probe in facts.snapshot.probe.items():
         if "epoch" in probe:
             top = highest.get(run)
-            if top is not None and int(probe["epoch"]) <= top.epoch:
+            if top is not None and int(probe["epoch"]) <= top[0]:
                 out.append(Violation("epoch-monotonic", f"run {run}: the final probe got epoch {probe['epoch']}, not above "
-                                     f"the granted epoch {top.epoch}", (evidence(top.grants[0][3]),)))
+                                     f"the granted epoch {top[0]}", (evidence(top[1]),)))
         elif probe.get("error") == "LeaseHeldError":
             out.append(Violation("ttl-honoured", f"run {run}: the final probe was refused {probe.get('message', '')!r} "
                                  f"after every worker stopped and 1.2 x ttl passed"))
@@ -1348,7 +1616,7 @@ def _surely_held(facts: Facts) -> Callable[[_Read], _Tenure | None]:
     return held
 
 
-def check_reads(facts: Facts) -> list[Violation]:
+def check_reads(facts: Facts, reads: Sequence[_Read] | None = None) -> list[Violation]:
     """A read under a surely-live tenure sees what the epoch-ordered serial history allows.
 
     Its own last accepted write of the object (or an own write of unknown outcome after it);
@@ -1356,10 +1624,22 @@ def check_reads(facts: Facts) -> list[Violation]:
     (a run delete empties journal and meta, a blob delete the blob), any unknown write after it,
     or the state before those unknown writes. Anything else is a write the fence let in late
     (`stale-rejected`), one under another run's lease (`run-match`), or a lost write.
+    Judges `reads` (default: the facts' own); the statistics count every read judged so far.
     """
     out: list[Violation] = []
-    if not facts.reads:
-        return out
+    final = reads is None
+    if final:
+        reads = facts.reads
+    if reads:
+        out = _judge_reads(facts, reads)
+    if final and facts.read_counts[0]:
+        facts.stats["reads"], facts.stats["reads_judged"] = facts.read_counts
+    return out
+
+
+def _judge_reads(facts: Facts, reads: Sequence[_Read]) -> list[Violation]:
+    """`check_reads` of `reads`, counting them in `facts.read_counts`."""
+    out: list[Violation] = []
     held = _surely_held(facts)
     epochs_of: dict[tuple[str, str], list[int]] = {}
 
@@ -1377,15 +1657,24 @@ def check_reads(facts: Facts) -> list[Violation]:
             if ok_c is not None:
                 allowed.setdefault(ok_val, ok_op)
                 return allowed, ok_op
+        floor = floors.get(obj)  # the retired epochs, all below `epoch` (reads at or below them are not judged)
+        if floor is not None:
+            for v, op in floor[0]:
+                allowed.setdefault(v, op)
+            if floor[1] is not None:
+                allowed.setdefault(floor[1][0], floor[1][1])
+                return allowed, floor[1][1]
         allowed.setdefault(_EMPTY_JOURNAL if obj[0] == "journal" else None, None)
         return allowed, None
 
     judged = 0
-    unordered = facts.unordered
-    for rd in facts.reads:
-        obj, _, epoch, _, seen, _, _, _, _, _, own = rd
+    unordered, floors, retired = facts.unordered, facts.floors, facts.retired
+    for rd in reads:
+        obj, run, epoch, _, seen, _, _, _, _, _, own = rd
         if obj in unordered:
             continue  # unleased writes are not ordered by epochs
+        if retired and run in retired and epoch <= retired[run].floor:
+            continue  # under a retired epoch (reused, by a store that resets epochs): its floor is not below it
         t = held(rd)
         if t is None:
             continue
@@ -1401,7 +1690,8 @@ def check_reads(facts: Facts) -> list[Violation]:
         if own is not None and any(seen == v for _, v, _ in own[3]):
             continue
         out.append(_misread(facts, rd, t, own_wrote, before))
-    facts.stats.update(reads=len(facts.reads), reads_judged=judged)
+    facts.read_counts[0] += len(reads)
+    facts.read_counts[1] += judged
     return out
 
 
@@ -1471,9 +1761,14 @@ def _misread(facts: Facts, rd: _Read, t: _Tenure, own_wrote: bool,
 def _written_by(facts: Facts, obj: tuple[str, str], epoch: int, tag: str) -> Any:
     """The compact record of the write `tag` if the summary of (obj, epoch) still holds it (last accepted or unknown)."""
     o = facts.objects.get(obj, {}).get(epoch)
-    if o is None:
-        return None
-    for op in (o[2], *(u[2] for u in o[3])):
+    if o is not None:
+        ops: Iterable[Any] = (o[2], *(u[2] for u in o[3]))
+    else:  # a retired epoch: its last accepted write may stand in its object's floor
+        floor = facts.floors.get(obj)
+        if floor is None:
+            return None
+        ops = (*(u[1] for u in floor[0]), floor[1][1] if floor[1] is not None else None, *floor[2])
+    for op in ops:
         if op is not None and f"{op[0]}#{op[1]}" == tag:
             return op
     return None
@@ -1490,14 +1785,14 @@ def check_boot(facts: Facts) -> list[Violation]:
     return out
 
 
-def check_takeovers(facts: Facts) -> list[Violation]:
+def check_takeovers(facts: Facts, held_by_run: dict[str, array] | None = None) -> list[Violation]:
     """In the history: an acquire refused (LeaseHeldError) although the newest tenure surely ended.
 
     Surely ended: released (an ok release completed before the acquire was invoked), or expired
     unrenewed, its last acquire or renew (and any renew of unknown outcome) completed more than
     1.2 x ttl + margin before the acquire was invoked. Skipped whenever a grant of a later epoch,
     an acquire of unknown outcome or a renewal invoked before the refused acquire completed may
-    have landed first.
+    have landed first. Judges the refused acquires `held_by_run` (default: the facts' own, `_Run.held`).
     """
     out: list[Violation] = []
     bound = int(facts.ttl_ns * 1.2) + facts.margin_ns
@@ -1506,7 +1801,7 @@ def check_takeovers(facts: Facts) -> list[Violation]:
         if t.grants:
             by_run.setdefault(t.run, []).append(t)
     for run, ra in facts.run_acc.items():
-        held, ts = ra.held, by_run.get(run)
+        held, ts = ra.held if held_by_run is None else held_by_run.get(run), by_run.get(run)
         if not held or not ts:
             continue
         firsts = sorted([(t.grant_complete(), t.grant_invoke(), t) for t in ts], key=_first)
@@ -1572,6 +1867,204 @@ CHECKERS: tuple[tuple[str, Checker], ...] = (
 )
 
 
+def settle(facts: Facts, until: float, names: Iterable[str] | None = None) -> None:
+    """Judge and drop what can no longer change, once every operation invoked before `until` is folded.
+
+    The scan can then run in memory bounded by what is in flight, not by the history's length
+    (`soak.check.parallel` folds the files a time slice at a time and settles after each):
+
+    - a tenured read, a refusal under a tenure and a refused acquire are final once they completed
+      before `until`: everything they consult was invoked before they completed;
+    - a tenure retires once a grant of a higher epoch completed, and its own ttl since its last
+      grant or renewal ran out, before anything still to be judged was invoked (so nothing still
+      to be judged can consult it), and every lower epoch of its run retires too. Its grants,
+      grantees and fencing are judged then; its run keeps a residue (`_Retired`) for operations
+      that still arrive under it, and the summaries of its epoch join their objects' floors,
+      which stand below every live epoch for reads (`check_reads`).
+
+    Each item is judged once, by the checker of the same name (`names`, default all), into
+    `facts.early`; `run_checkers` adds those findings to the final ones.
+    """
+    facts._grant_cache.clear()
+    facts._stale_cache.clear()
+    wanted = {n for n, _ in CHECKERS} if names is None else set(names)
+    hz = until  # the earliest invocation of anything still to judge
+
+    if facts.reads:
+        ready = [rd for rd in facts.reads if rd[9] < until]
+        if ready:
+            facts.reads = [rd for rd in facts.reads if rd[9] >= until]
+            _early(facts, wanted, "reads", check_reads, ready)
+        for rd in facts.reads:
+            if rd[8] < hz:
+                hz = rd[8]
+    if facts.refusals:
+        done = [r for r in facts.refusals if r[3][8] < until]
+        if done:
+            facts.refusals = [r for r in facts.refusals if r[3][8] >= until]
+            _early(facts, wanted, "refusals", check_refusals, done)
+        for r in facts.refusals:
+            if r[3][7] < hz:
+                hz = r[3][7]
+    ready_held: dict[str, array] = {}
+    for run, ra in facts.run_acc.items():
+        held = ra.held
+        if not held:
+            continue
+        now, later = array("q"), array("q")
+        for i in range(0, len(held), 4):
+            (now if held[i + 1] < until else later).extend(held[i:i + 4])
+            if held[i + 1] >= until and held[i] < hz:
+                hz = held[i]
+        if now:
+            ready_held[run] = now
+            ra.held = later
+    if ready_held:
+        _early(facts, wanted, "takeovers", check_takeovers, ready_held)
+
+    # tenures no later judgement can consult: per run, the lowest epochs, each superseded before `hz`
+    ttl = facts.ttl_ns
+    by_run: dict[str, list[_Tenure]] = {}
+    for t in facts.tenures.values():
+        by_run.setdefault(t.run, []).append(t)
+    retiring: list[_Tenure] = []
+    floors: dict[str, tuple[int, int]] = {}  # run -> (its floor before, after)
+    live_grants: dict[str, tuple[float, set[int]]] = {}  # run -> (earliest grant invocation, epochs) of live tenures
+    for run, ts in by_run.items():
+        granted = sorted((t for t in ts if t.grants), key=_EPOCH)
+        sup, sups = _NEVER, [_NEVER] * len(granted)  # earliest completed grant of a higher epoch
+        for i in range(len(granted) - 1, -1, -1):
+            sups[i] = sup
+            sup = min(sup, granted[i].grant_complete())
+        n = 0
+        while n < len(granted) and sups[n] < hz and max(m[0] for m in granted[n].marks) + ttl < hz:
+            n += 1
+        res = facts.retired.get(run)
+        before = res.floor if res is not None else -1
+        floor = max(before, granted[n - 1].epoch if n else -1)
+        live = granted[n:]
+        live_grants[run] = (min((t.grant_invoke() for t in live), default=_NEVER), {t.epoch for t in live})
+        if floor < 0:
+            continue
+        gone = [*granted[:n], *(t for t in ts if not t.grants and t.epoch <= floor)]
+        if gone:
+            retiring.extend(gone)
+            floors[run] = (before, floor)
+    if retiring:
+        _early(facts, wanted, "grants", check_grants, retiring)
+        _early(facts, wanted, "grantees", check_grantees, retiring)
+        _early(facts, wanted, "fencing", check_fencing, retiring)
+        stale = [facts.stale_at(t.run, t.epoch) for t in retiring]
+        superseded: dict[str, dict[int, float]] = {}  # run -> epoch -> when it was superseded
+        for t, when in zip(retiring, stale):
+            superseded.setdefault(t.run, {})[t.epoch] = when[0]
+        for t, when in zip(retiring, stale):
+            res = facts.retired.get(t.run)
+            if res is None:
+                res = facts.retired[t.run] = _Retired()
+            res.add(facts, t, when)
+            del facts.tenures[(t.run, t.epoch)]
+        facts._grant_cache.clear()
+        facts._stale_cache.clear()
+        for obj, per in facts.objects.items():
+            run = facts.obj_run.get(obj)
+            if run in floors:
+                _to_floor(facts, obj, per, *floors[run], live_grants[run][1], superseded.get(run, {}))
+
+    if floors:
+        _drop_tags(facts)
+    for run, ra in facts.run_acc.items():  # acquires only ever consulted after a live tenure's grant
+        cut = min(hz, live_grants[run][0]) if run in live_grants else hz
+        if ra.acq_invokes and min(ra.acq_invokes) < cut:
+            ra.acq_invokes = array("q", [x for x in ra.acq_invokes if x >= cut])
+        if ra.acq_unknown:
+            ra.acq_unknown = [u for u in ra.acq_unknown if u[1] > cut]
+    facts.settled = until
+
+
+_EPOCH = attrgetter("epoch")
+
+
+def _early(facts: Facts, wanted: set[str], name: str, fn: Callable[..., list[Violation]], items: Any) -> None:
+    """Run checker `name` on `items` now, keeping its findings (or why it raised) for `run_checkers`."""
+    if name not in wanted:
+        return
+    try:
+        found = fn(facts, items)
+    except Exception as exc:
+        facts.early_errors.setdefault(name, f"checker {name} raised {type(exc).__name__}: {exc}")
+        return
+    if found:
+        facts.early.setdefault(name, []).extend(found)
+
+
+def _drop_tags(facts: Facts) -> None:
+    """Forget which lease wrote the tags of long-retired epochs, those past their run's watermark (`_Retired`):
+    each process's oldest segments of `Facts.tagged`.
+
+    Only a read that saw a value it must not have asks (`_misread`); one that sees a write of a long
+    retired tenure is named by the plain clause of its object (a lost or phantom write).
+    """
+    retired = facts.retired
+    for seg in facts.tagged.values():
+        starts, keys = seg[0], seg[1]
+        k = 0
+        while k < len(keys):
+            key = keys[k]
+            res = retired.get(key[0]) if key is not None else None
+            if key is not None and (res is None or key[1] > res.mark):
+                break
+            k += 1
+        if k:
+            del starts[:k], keys[:k]
+
+
+#: Writes that completed after their tenure was superseded a floor keeps (`_to_floor`), the latest.
+_FLOOR_LATE = 64
+
+
+def _to_floor(facts: Facts, obj: tuple[str, str], per: dict[int, _Obj], before: int, floor: int,
+              live: set[int], superseded: dict[int, float]) -> None:
+    """Fold `obj`'s summaries of the epochs up to `floor` into its floor: (the unknown writes above the last
+    accepted one, that one as (value, op), and the writes that completed after their tenure was superseded,
+    which `_misread` may have to name; `superseded` has when the run's tenures retired now were). Those at or below
+    the old floor `before` are writes that arrived under long-retired tenures: fencing judges them, reads never
+    see them as serial."""
+    epochs = sorted((e for e in per if e <= floor and e not in live), reverse=True)
+    if not epochs:
+        return
+    run = facts.obj_run.get(obj, "")
+    unknown: list[tuple[Any, Any]] = []
+    late: list[Any] = []
+    last = None
+    for e in epochs:
+        o = per.pop(e)
+        if e <= before:
+            continue
+        _compact_obj(o)
+        when = superseded.get(e)
+        if when is None:
+            when = facts.stale_at(run, e)[0]
+        op = o[2]
+        if op is not None and (op[8] is None or op[8] > when):
+            late.append(op)
+        for u in o[3]:
+            if u[2][8] is None or u[2][8] > when:
+                late.append(u[2])
+        if last is not None:
+            continue
+        unknown.extend((v, op) for _, v, op in o[3])
+        if o[0] is not None:
+            last = (o[1], o[2])
+    old = facts.floors.get(obj)
+    if old is not None:
+        late[:0] = old[2]
+        if last is None:
+            unknown.extend(old[0])
+            last = old[1]
+    facts.floors[obj] = (tuple(unknown), last, tuple(late[-_FLOOR_LATE:]))
+
+
 def check(
     ops: Iterable[Operation | Any],
     snapshot: Any,
@@ -1603,10 +2096,11 @@ def run_checkers(facts: Facts, checkers: Sequence[tuple[str, Checker]]) -> list[
     """Per checker, in order: its violations, or no violations and the reason it raised."""
     out: list[tuple[list[Violation], str | None]] = []
     for name, fn in checkers:
+        early, failed = facts.early.get(name, []), facts.early_errors.get(name)
         try:
-            out.append((list(fn(facts)), None))
+            out.append(([*early, *fn(facts)], failed))
         except Exception as exc:
-            out.append(([], f"checker {name} raised {type(exc).__name__}: {exc}"))
+            out.append((list(early), failed or f"checker {name} raised {type(exc).__name__}: {exc}"))
     return out
 
 

@@ -1,18 +1,21 @@
-"""Check a run's history on both cores: fold the files in two processes, then run the checkers in both.
+"""Fold a run's history in bounded memory, on both cores.
 
-Decoding and folding a file needs nothing from the other files, and `soak.check.core.merge`
-combines two partial folds exactly as one pass over all files in order would have continued.
-So the files (sorted, as one pass reads them) are cut into two contiguous groups of about
-equal size; a forked child folds the second while this process folds the first. Then the two
-trade what they folded: the child sends its summaries, less its reads and per-object summaries
-(the bulk of them), a frame at a time, and this process reads them all, then sends the child its
-whole fold (packed while the child was still folding), which the child reads whole before it
-unpacks it, so neither waits on the other's full pipe. Each side merges; the child checks the
-reads, which need the reads and objects of both halves, while this process runs every other
-checker, each on its own copy of the facts (a child forked after the merge would copy every page
-it touched instead).
-Without `os.fork`, with threads running (forking them is unsafe), for small histories, or if
-the child fails, everything is done here; the verdict is the same either way.
+Every history file holds its processes' operations in invocation order, so the files can be read
+a time slice at a time: after a slice, every operation invoked before its end is folded, and
+`soak.check.core.settle` judges what can no longer change and retires what nothing still to come
+can consult. The facts then hold what is in flight, not the history (`stream_files`).
+
+On two cores (`TwoCores`), the files (sorted, as one pass reads them) are cut into two contiguous
+groups of about equal size. A forked child folds each slice of the second group into fresh facts
+and sends them; this process folds the same slice of the first, merges the child's part
+(`soak.check.core.merge` continues a fold exactly as one pass would have) and settles, while the
+child already folds the next slice. The checkers then run here, on what is left.
+
+Without `os.fork`, with threads running (forking them is unsafe), for small histories, or if the
+child fails, everything is done here. A file out of invocation order (a hand-written one holding
+several processes) cannot be sliced: the history is then folded whole, file by file, and checked
+at the end, as are histories checked with other checkers than `CHECKERS` (settling runs those by
+name). The verdict is the same either way.
 """
 
 from __future__ import annotations
@@ -20,44 +23,29 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import itertools
-import marshal
 import os
 import pickle
-import select
+import queue
 import signal
 import threading
 from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
-from operator import attrgetter
 from pathlib import Path
 from typing import Any, TypeVar
 
 from soak.check.core import (
-    CHECKERS, Checker, Facts, FoldOverlap, _Tenure, finish, fold, merge, merge_objects, merge_reads,
-    merge_tenures, run_checkers,
+    _INV, _NEVER, CHECKERS, Checker, Facts, FoldOverlap, Unordered, fold, merge, new_part, run_checkers, settle,
 )
 from soak.check.verdict import Violation
 from soak.history import HistoryCorruptError, Record, operation_tuples
 
-__all__ = ["CHILD_CHECKERS", "TwoCores", "fold_files", "history_tuples"]
+__all__ = ["SLICE_OPS", "TwoCores", "fold_files", "history_tuples", "stream_files"]
 
 #: Below this many bytes of history a child process costs more than it saves.
 MIN_PARALLEL_BYTES = 4 << 20
-#: Tenures, reads or objects per frame the folding child sends (each frame is pickled on its own).
-_CHUNK = 4096
-#: Below this many operations the checkers all run in this process.
-MIN_PARALLEL_OPS = 200_000
-#: The checkers the child always runs: the reads and per-object summaries of both halves they judge
-#: (the bulk of the facts) stay with the child. This process runs the others, less those `_balance`
-#: moves to the child as well.
-CHILD_CHECKERS = frozenset(("reads",))
-#: What a checker costs, in CPU microseconds per item of the facts it walks (measured at 1M operations):
-#: used only to split the checkers between the two processes.
-_COSTS: dict[str, tuple[float, Callable[[Facts], int]]] = {
-    "reads": (3.8, lambda f: len(f.reads)),
-    "grants": (4.7, lambda f: len(f.tenures)),
-    "fencing": (3.4, lambda f: len(f.tenures)),
-    "takeovers": (2.1, lambda f: sum(len(ra.held) for ra in f.run_acc.values()) // 4),
-}
+#: The child's share of the history's bytes: this process also merges, settles and checks.
+CHILD_SHARE = 0.65
+#: Operations a time slice aims at: what is in flight between two settlings (about 10 MB of summaries).
+SLICE_OPS = 1 << 15
 
 
 def history_tuples(paths: Sequence[Path]) -> Iterator[tuple[Any, ...] | Record]:
@@ -68,10 +56,26 @@ def history_tuples(paths: Sequence[Path]) -> Iterator[tuple[Any, ...] | Record]:
 
 
 def fold_files(facts: Facts, paths: Sequence[Path]) -> None:
-    """Fold the files `paths` in order into `facts` (as `fold(facts, history_tuples(paths))`, a layer cheaper)."""
+    """Fold the files `paths` whole, in order, into `facts` (as `fold(facts, history_tuples(paths))`, a layer cheaper)."""
     for path in paths:
         with _naming(path):
             fold(facts, operation_tuples(path))
+
+
+def stream_files(facts: Facts, paths: Sequence[Path], slice_ops: int = SLICE_OPS) -> None:
+    """Fold the files `paths` into `facts` a time slice of about `slice_ops` operations at a time, settling after
+    each (`soak.check.core.settle`). Raises `soak.check.core.Unordered` for a file out of invocation order."""
+    files = _Files(facts, paths)
+    slices = _Slices(facts, slice_ops)
+    start = files.next_invoke()
+    until = slices.first(start)
+    while True:
+        before = facts.stats["operations"]
+        files.fold(facts, until)
+        if not files.open:
+            return
+        settle(facts, until)
+        start, until = until, slices.next(facts.stats["operations"] - before, until - start, files.next_invoke())
 
 
 @contextlib.contextmanager
@@ -84,22 +88,70 @@ def _naming(path: Path) -> Iterator[None]:
         raise HistoryCorruptError(msg if str(path) in msg else f"{path}: {msg}") from exc
 
 
-class TwoCores:
-    """Fold the history files `paths` (in this order) into facts from `new`, then run `checkers`, on two cores.
+class _Files:
+    """History files read a time slice at a time, each up to its first operation not yet folded."""
 
-    `fold` returns the merged facts; `run_checkers` is a `soak.check.core.Runner` that gives the
-    results one process gives, in the same order. Use as a context manager, so the child is
-    reaped however the check ends::
+    def __init__(self, facts: Facts, paths: Sequence[Path]) -> None:
+        self.open: list[list[Any]] = []  # [path, its operations, the first one not folded]
+        for path in paths:
+            ops = operation_tuples(path)
+            with _naming(path):
+                look = fold(facts, ops, -_NEVER)  # the events before the first operation
+            if look is not None:
+                self.open.append([path, ops, look])
+
+    def next_invoke(self) -> float:
+        """The earliest invocation not yet folded (infinity once every file is)."""
+        return min((f[2][_INV] for f in self.open), default=_NEVER)
+
+    def fold(self, facts: Facts, until: float) -> None:
+        """Fold every operation invoked before `until` into `facts`."""
+        for f in self.open:
+            with _naming(f[0]):
+                f[2] = fold(facts, itertools.chain((f[2],), f[1]), until)
+        self.open = [f for f in self.open if f[2] is not None]
+
+
+class _Slices:
+    """Where time slices end: a ttl apart at first, then as far apart as `ops` operations took in a slice
+    measured (the rate, not the count, is carried over, so that a slice measured late does not make them swing)."""
+
+    def __init__(self, facts: Facts, ops: int) -> None:
+        self.span, self.ops = max(1, facts.ttl_ns), ops
+        self.end: float = -_NEVER  # the end of the latest slice handed out
+
+    def first(self, start: float) -> float:
+        self.end = start + self.span if start != _NEVER else _NEVER
+        return self.end
+
+    def next(self, folded: int, span: float, start: float) -> float:
+        """The end of the next slice, after a slice of `span` nanoseconds (0: none measured yet) that held `folded`
+        operations; the next operation not folded was invoked at `start` (a gap in the history is skipped)."""
+        if span and folded:
+            want = self.ops * span / folded
+        else:
+            want = 4 * self.span if span else self.span  # an empty slice widens the next
+        self.span = max(1, int(min(4 * self.span, max(self.span / 4, want))))
+        self.end = max(self.end, start) + self.span if start != _NEVER else _NEVER
+        return self.end
+
+
+class TwoCores:
+    """Fold the history files `paths` (in this order) into facts from `new`, on two cores, settling as it goes.
+
+    `fold` returns the facts left to check; `run_checkers` is the `soak.check.core.Runner` to
+    check them with. Use as a context manager, so that a child is reaped however the check ends::
 
         with TwoCores(paths, new) as cores:
             verdict = judge(lambda: finish(cores.fold()), runner=cores.run_checkers)
     """
 
     def __init__(self, paths: Sequence[Path], new: Callable[[], Facts],
-                 checkers: Sequence[tuple[str, Checker]] = CHECKERS, *, workers: int = 2) -> None:
+                 checkers: Sequence[tuple[str, Checker]] = CHECKERS, *, workers: int = 2,
+                 slice_ops: int = SLICE_OPS) -> None:
         self.paths, self.new, self.checkers, self.workers = list(paths), new, tuple(checkers), workers
+        self.slice_ops = slice_ops
         self._child: _Child | None = None
-        self._theirs: frozenset[str] = frozenset()  # the checkers the child runs
 
     def __enter__(self) -> TwoCores:
         return self
@@ -112,222 +164,110 @@ class TwoCores:
             self._child.close()
             self._child = None
 
+    def fold(self) -> Facts:
+        """The facts of every file: sliced and settled on two cores, or here, or folded whole (see the module)."""
+        paths = self.paths
+        try:
+            if self.checkers != CHECKERS:
+                return self._fold_here(paths)  # settling judges by `CHECKERS`
+            first, second, total = _split(paths, CHILD_SHARE)
+            if self.workers >= 2 and second and _can_fork() and total >= MIN_PARALLEL_BYTES:
+                try:
+                    return self._stream_two(first, second)
+                except (FoldOverlap, _ChildFailed):
+                    pass  # one process's records in both groups, or the child failed: do it all here
+                finally:
+                    self.close()
+            facts = self.new()
+            stream_files(facts, paths, self.slice_ops)
+            return facts
+        except Unordered:
+            return self._fold_here(paths)
+
+    def run_checkers(self, facts: Facts, checkers: Sequence[tuple[str, Checker]]) -> list[tuple[list[Violation], str | None]]:
+        """`soak.check.core.run_checkers`, here (what is left after settling is small)."""
+        return run_checkers(facts, checkers)
+
     def _fold_here(self, paths: Sequence[Path]) -> Facts:
         facts = self.new()
         fold_files(facts, paths)
         return facts
 
-    def fold(self) -> Facts:
-        """The facts of every file, folded in two processes when that pays (the child stays for the checkers)."""
-        self.close()
-        paths = self.paths
-        first, second, total = _split(paths)
-        if self.workers < 2 or not second or not _can_fork() or total < MIN_PARALLEL_BYTES:
-            return self._fold_here(paths)
-        checkers, new = self.checkers, self.new
+    def _stream_two(self, first: Sequence[Path], second: Sequence[Path]) -> Facts:
+        """`stream_files` with the files `second` folded by a forked child, a slice at a time."""
+        new = self.new
 
         def child() -> Generator[Any, Any, None]:
+            template = new()
             try:
-                later = new()
-                fold_files(later, second)
+                files = _Files(template, second)
+                yield "first", _shipped(template), files.next_invoke()
+                settled = -_NEVER
+                while True:
+                    answer = list((yield _ASK))
+                    if not answer or answer[0] is None:
+                        return
+                    until = answer[0]
+                    part = new_part(template)
+                    part.settled = settled
+                    files.fold(part, until)
+                    yield "slice", _shipped(part), files.next_invoke()
+                    settled = until
             except HistoryCorruptError as exc:
                 yield "corrupt", str(exc)
-                return
-            yield "reading", frozenset(rd[0] for rd in later.reads)  # the parent sends only these objects' summaries
-            # Its small parts and tenures go first: the parent merges them and starts its checkers while this
-            # process reads the parent's fold. (The parent had the snapshot and its index before the fork.)
-            yield "rest", dataclasses.replace(later, snapshot=None, index={}, tenures={}, objects={}, reads=[])
-            yield from _send("tenures", later.tenures)
-            incoming = yield _ASK  # which checkers to run and the parent's fold, whole, or nothing
-            earlier, names = _receive(incoming)
-            if earlier is None:
-                yield from _send("reads", later.reads)
-                yield from _send("objects", later.objects)
-                yield "end", None
-                return
-            earlier.snapshot, earlier.index = later.snapshot, later.index
-            merge(earlier, later)
-            finish(earlier)
-            before = dict(earlier.stats)
-            results = run_checkers(earlier, [c for c in checkers if c[0] in names])
-            yield "checked", results, {k: v for k, v in earlier.stats.items() if before.get(k) != v}
+            except Unordered as exc:
+                yield "unordered", str(exc)
 
-        facts, frames = _fork_join(child, lambda: self._fold_here(first))
-        try:
-            # The child will check the reads (and more, to balance the work) if it pays: it gets this fold
-            # whole (taken before the merge changes it), packed while it is still folding, the rest as sent.
-            self._theirs = _balance(facts, checkers)
-            checking = bool(self._theirs) and 2 * facts.stats["operations"] >= MIN_PARALLEL_OPS
-            packing: Iterator[Any] = _fold_frames(facts, self._theirs) if checking else iter(())
-            packed: list[Any] = []
-            try:
-                for frame in packing:
-                    packed.append(frame)
-                    if frames.waiting():
-                        break
-                kind, body = next(frames, ("error", None))
-                if kind == "corrupt":
-                    raise HistoryCorruptError(body)
-                if kind != "reading":
-                    raise _ChildFailed
-                # The child's frames up to its question are read (not merged) before it is answered, so that
-                # neither process waits on the other's full pipe.
-                theirs: list[Any] = []
-                for frame in frames:
-                    if frame == _ASK:
-                        break
-                    theirs.append(frame)
-                else:
-                    raise _ChildFailed
-                # per-object summaries are consulted only for objects some read names (`check_reads`): those this
-                # fold's reads name went with the fold, those only the child's name follow
-                mine = {rd[0] for rd in facts.reads}
-                objects = {obj: per for obj, per in facts.objects.items() if obj in body and obj not in mine}
-                frames.send(itertools.chain(packed, packing, _send("objects", objects) if checking else ()))
-            except (ValueError, TypeError, OSError) as exc:  # a value marshal cannot carry (not from a JSON
-                raise _ChildFailed from exc                   # history), or the child died before it read all
-            del packed
-            if checking:
-                facts.objects, facts.reads = {}, []  # only the child's checkers read them
-            merged = False
-            for kind, body in itertools.chain(theirs, () if checking else frames):
-                if kind == "rest":
-                    merge(facts, body)
-                    merged = True
-                elif not merged:
-                    break
-                elif kind == "tenures":
-                    merge_tenures(facts, _unpack(kind, body))
-                elif kind == "reads":
-                    merge_reads(facts, _unpack(kind, body))  # before the child's objects: the views gain this fold's
-                elif kind == "objects":
-                    merge_objects(facts, _unpack(kind, body))
-                elif kind == "end":
-                    read = {rd[0] for rd in facts.reads}
-                    for obj in [o for o in facts.objects if o not in read]:
-                        del facts.objects[obj]  # never consulted (`check_reads` reads only these)
-                    return facts
-            if checking and merged:
-                self._child, frames = frames, None
+        facts = self.new()
+        mine, frames = _fork_join(child, lambda: _Files(facts, first))
+        self._child = frames
+        part, theirs = _expect(frames, "first")
+        merge(facts, part)
+        slices = _Slices(facts, self.slice_ops)
+        # The child is told where a slice ends one slice ahead, so that it never waits for this process to
+        # merge and settle: the ends are reckoned from this process's counts (about its share of each slice).
+        start = min(mine.next_invoke(), theirs)
+        until = slices.first(start)
+        ahead = slices.next(0, 0, until)
+        frames.send([until])
+        frames.send([ahead])
+        scale = 1 / (1 - CHILD_SHARE)
+        while True:
+            before = facts.stats["operations"]
+            mine.fold(facts, until)
+            folded = int(scale * (facts.stats["operations"] - before))
+            after = slices.next(folded, until - start, min(mine.next_invoke(), theirs))
+            frames.send([after])
+            part, theirs = _expect(frames, "slice")
+            merge(facts, part)
+            if not mine.open and theirs == _NEVER:
                 return facts
-        except (FoldOverlap, _ChildFailed):
-            pass  # one process's records in both groups, or the child failed: fold in one pass below
-        finally:
-            if frames is not None:
-                frames.close()
-        return self._fold_here(paths)
-
-    def run_checkers(self, facts: Facts, checkers: Sequence[tuple[str, Checker]]) -> list[tuple[list[Violation], str | None]]:
-        """`soak.check.core.run_checkers`, with some (`CHILD_CHECKERS` and more) run by the child that folded with `fold`.
-
-        The child runs them on its own merged copy and sends back only its findings (and the
-        statistics its checkers add); should it fail, the history is folded again here for them.
-        Without that child, or for other checkers, all run here.
-        """
-        child, self._child = self._child, None
-        if child is None or tuple(checkers) != self.checkers:
-            if child is not None:
-                child.close()
-            return run_checkers(facts, checkers)
-        mine = [c for c in checkers if c[0] not in self._theirs]
-        theirs = [c for c in checkers if c[0] in self._theirs]
-        try:
-            own = run_checkers(facts, mine)
-            sent = next(child, None)
-        finally:
-            child.close()
-        if sent is None or sent[0] != "checked":  # the child failed: its checkers run here
-            # this process freed what only `CHILD_CHECKERS` read (the child had it): fold again for them
-            whole = finish(self._fold_here(self.paths)) if self._theirs & CHILD_CHECKERS else facts
-            before = dict(whole.stats)
-            results = run_checkers(whole, theirs)
-            added = {k: v for k, v in whole.stats.items() if before.get(k) != v}
-        else:
-            _, results, added = sent
-        facts.stats.update(added)
-        found = dict(zip([c[0] for c in mine], own)) | dict(zip([c[0] for c in theirs], results))
-        return [found[name] for name, _ in checkers]
+            settle(facts, until)
+            start, until, ahead = until, ahead, after
 
 
 class _ChildFailed(Exception):
     """The child's frames stopped or made no sense: do its part here."""
 
 
-#: How the bulky parts of the facts travel: marshalled (several times cheaper than pickling objects), a chunk per
-#: frame. Reads and per-object summaries are plain tuples and lists already; tenures go as tuples of their slots.
-_TENURE_STATE = attrgetter(*_Tenure.__slots__)
+def _shipped(part: Facts) -> Facts:
+    """A part of the facts as the child sends it: without the final state and its index (the parent has them)."""
+    return dataclasses.replace(part, snapshot=None, index={})
 
 
-def _send(kind: str, items: Any) -> Iterator[tuple[str, bytes]]:
-    """Frames of the facts' `kind` part (a dict of tenures or objects, or the list of reads)."""
-    seq = items if kind == "reads" else list(items.items())
-    for i in range(0, len(seq), _CHUNK):
-        chunk = seq[i:i + _CHUNK]
-        yield kind, marshal.dumps([(key, _TENURE_STATE(t)) for key, t in chunk] if kind == "tenures" else chunk)
-
-
-def _unpack(kind: str, data: bytes) -> list[Any]:
-    """What `_send` packed into one frame: reads, or (key, tenure) or (object, {epoch: summary}) items."""
-    body = marshal.loads(data)
-    if kind != "tenures":
-        return body  # type: ignore[no-any-return]
-    slots, make = _Tenure.__slots__, _Tenure.__new__
-
-    def revive(state: tuple[Any, ...]) -> _Tenure:
-        t = make(_Tenure)
-        for name, value in zip(slots, state):
-            setattr(t, name, value)
-        return t
-
-    return [(key, revive(st)) for key, st in body]
-
-
-def _balance(facts: Facts, checkers: Sequence[tuple[str, Checker]]) -> frozenset[str]:
-    """The checkers the child runs: those in `CHILD_CHECKERS`, then, costliest first, any whose move lightens
-    the busier side (costs estimated from this process's half of the facts, `_COSTS`)."""
-    names = [c[0] for c in checkers]
-    cost = {n: _COSTS[n][0] * _COSTS[n][1](facts) for n in names if n in _COSTS}
-    theirs = {n for n in names if n in CHILD_CHECKERS}
-    load = sum(cost.get(n, 0.0) for n in theirs)
-    left = sum(v for n, v in cost.items() if n not in theirs)
-    for n in sorted((n for n in cost if n not in theirs), key=cost.__getitem__, reverse=True):
-        if 0 < cost[n] and max(load + cost[n], left - cost[n]) < max(load, left):
-            theirs.add(n)
-            load, left = load + cost[n], left - cost[n]
-    return frozenset(theirs)
-
-
-def _fold_frames(facts: Facts, names: frozenset[str]) -> Iterator[Any]:
-    """Which checkers the child runs, then this process's fold as frames: the small parts pickled whole, then the
-    bulky ones, with the summaries of the objects its own reads name (those only the child's name follow later)."""
-    yield "checkers", names
-    yield "rest", dataclasses.replace(facts, snapshot=None, index={}, tenures={}, objects={}, reads=[])
-    for kind in ("tenures", "reads"):
-        yield from _send(kind, getattr(facts, kind))
-    mine = {rd[0] for rd in facts.reads}
-    yield from _send("objects", {obj: per for obj, per in facts.objects.items() if obj in mine})
-
-
-def _receive(incoming: Iterable[Any]) -> tuple[Facts | None, frozenset[str]]:
-    """The parent's fold from its frames (`_fold_frames`) and the checkers to run, or (None, none).
-
-    The frames are all read before any is unpacked: the parent, blocked on the pipe until then, goes on
-    to its own checkers while this process unpacks.
-    """
-    facts, names = None, frozenset()
-    frames = list(incoming)
-    frames.reverse()
-    while frames:
-        kind, body = frames.pop()  # each frame's bytes are freed once unpacked
-        if kind == "checkers":
-            names = body
-        elif kind == "rest":
-            facts = body
-        elif kind == "reads":
-            facts.reads.extend(_unpack(kind, body))
-        else:
-            getattr(facts, kind).update(_unpack(kind, body))
-    return facts, names
+def _expect(frames: _Child, kind: str) -> tuple[Any, ...]:
+    """The body of the child's next frame, which must be `kind` (its questions are skipped)."""
+    for frame in frames:
+        if frame == _ASK:
+            continue
+        if frame[0] == kind:
+            return frame[1:]
+        if frame[0] == "corrupt":
+            raise HistoryCorruptError(frame[1])
+        if frame[0] == "unordered":
+            raise Unordered(frame[1])
+        break
+    raise _ChildFailed
 
 
 T = TypeVar("T")
@@ -346,9 +286,11 @@ def _incoming(answers: Any) -> Iterator[Any]:
 def _fork_join(child: Callable[[], Generator[Any, Any, None]], here: Callable[[], T]) -> tuple[T, _Child]:
     """Run `child` in a forked process while this one runs `here`: what `here` returns, and the child.
 
-    The child pickles each frame it yields on its own (no pickle memo grows with the whole) and
-    leaves without running this process's cleanup; a frame `_ASK` waits for this process's
-    answer (`_Child.send`), whose frames the yield returns in the child as an iterator to read up.
+    The child pickles each frame it yields on its own (no pickle memo grows with the whole), sends it
+    with its length first (this process reads them off the pipe as they come, `_Child`, so the child
+    never waits on a full pipe) and leaves without running this process's cleanup; a frame `_ASK`
+    waits for this process's answer (`_Child.send`, which may come before the question), whose
+    frames the yield returns in the child as an iterator to read up.
     """
     read_end, write_end = os.pipe()
     back_read, back_write = os.pipe()
@@ -362,7 +304,9 @@ def _fork_join(child: Callable[[], Generator[Any, Any, None]], here: Callable[[]
                 frames = child()
                 frame = next(frames, None)
                 while frame is not None:
-                    pickle.dump(frame, out, protocol=pickle.HIGHEST_PROTOCOL)
+                    data = pickle.dumps(frame, protocol=pickle.HIGHEST_PROTOCOL)
+                    out.write(len(data).to_bytes(8, "little"))
+                    out.write(data)
                     out.flush()  # the parent may be waiting for this very frame
                     answer = None
                     if frame == _ASK:
@@ -385,38 +329,55 @@ def _fork_join(child: Callable[[], Generator[Any, Any, None]], here: Callable[[]
 
 
 class _Child:
-    """A forked child: its frames as they are read (they end when it ends), and answers to its questions."""
+    """A forked child: its frames as they are read (they end when it ends), and answers to its questions.
+
+    A thread reads the frames off the pipe as the child writes them (it holds the interpreter lock only
+    between reads); they are unpickled here as they are asked for.
+    """
 
     def __init__(self, pid: int, frames: Any, answers: Any) -> None:
         self.pid, self._frames, self._answers = pid, frames, answers
+        self._queue: queue.SimpleQueue[bytes | None] = queue.SimpleQueue()
+        self._reader = threading.Thread(target=self._read, name="soak-check-child-frames", daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        try:
+            while len(head := self._frames.read(8)) == 8:
+                n = int.from_bytes(head, "little")
+                data = self._frames.read(n)
+                if len(data) != n:
+                    break
+                self._queue.put(data)
+        except (OSError, ValueError):  # closed
+            pass
+        self._queue.put(None)
 
     def __iter__(self) -> Iterator[Any]:
         return self
 
     def __next__(self) -> Any:
+        data = self._queue.get()
+        if data is None:
+            self._queue.put(None)  # ended, for good
+            raise StopIteration
         try:
-            return pickle.load(self._frames)
-        except (EOFError, pickle.UnpicklingError, OSError, ValueError):  # ended, cut short, or closed
+            return pickle.loads(data)
+        except (EOFError, pickle.UnpicklingError, ValueError):
             raise StopIteration from None
-
-    def waiting(self) -> bool:
-        """Whether the child has sent a frame this process has not read yet (before any frame is read)."""
-        return bool(select.select([self._frames], [], [], 0)[0])
 
     def send(self, frames: Iterable[Any]) -> None:
         """Answer the child's question with `frames`, each pickled on its own (the child reads them all)."""
-        for frame in frames:
-            pickle.dump(frame, self._answers, protocol=pickle.HIGHEST_PROTOCOL)
-        pickle.dump(_END, self._answers)
-        self._answers.flush()
+        try:
+            for frame in frames:
+                pickle.dump(frame, self._answers, protocol=pickle.HIGHEST_PROTOCOL)
+            pickle.dump(_END, self._answers)
+            self._answers.flush()
+        except OSError as exc:  # the child is gone (a broken pipe)
+            raise _ChildFailed from exc
 
     def close(self) -> None:
-        """Stop the child if it is still running and reap it."""
-        for f in (self._frames, self._answers):
-            try:
-                f.close()
-            except OSError:
-                pass
+        """Stop the child if it is still running, reap it, and end the reading thread (the pipe ends with it)."""
         if self.pid:
             try:
                 os.kill(self.pid, signal.SIGKILL)  # a no-op once it has exited
@@ -424,6 +385,12 @@ class _Child:
                 pass
             os.waitpid(self.pid, 0)
             self.pid = 0
+        self._reader.join()
+        for f in (self._frames, self._answers):
+            try:
+                f.close()
+            except OSError:
+                pass
 
 
 def _can_fork() -> bool:
@@ -438,12 +405,13 @@ def _size(path: Path) -> int:
         return 0
 
 
-def _split(paths: list[Path]) -> tuple[list[Path], list[Path], int]:
-    """Two contiguous groups of about equal bytes (the first never empty when there are paths), and the bytes."""
+def _split(paths: list[Path], share: float = 0.5) -> tuple[list[Path], list[Path], int]:
+    """Two contiguous groups, the second with about `share` of the bytes (the first never empty when there are
+    paths), and the bytes."""
     sizes = [_size(p) for p in paths]
     total, acc = sum(sizes), 0
     for i, size in enumerate(sizes):
-        if i and acc + size / 2 > total / 2:
+        if i and acc + size / 2 > total * (1 - share):
             return paths[:i], paths[i:], total
         acc += size
     return paths, [], total

@@ -169,14 +169,16 @@ RUNS = ["r1", "s1", "xr"]
 
 
 def write_run_dir(
-    run_dir: Path, h: H, snap: Snapshot, *, status: str = "quorum", ttl_ms: int = TTL_MS
+    run_dir: Path, h: H, snap: Snapshot, *, status: str = "quorum", ttl_ms: int = TTL_MS,
+    runs: tuple[list[str], list[str]] = (["r1"], ["s1"]),
 ) -> Path:
-    """Write a run directory (run.json, history/*.jsonl in the storm's line format, final_state.json)."""
+    """Write a run directory (run.json, history/*.jsonl in the storm's line format, final_state.json); `h` is
+    anything with the operations as `ops`, `runs` the runs and side runs the storm wrote."""
     run_dir.mkdir(parents=True, exist_ok=True)
     hist = run_dir / "history"
     hist.mkdir(exist_ok=True)
     info = RunInfo(soak_version="0.1.0", workload="runs", store="memory:", seed=1, lease_ttl_ms=ttl_ms, workers=2,
-                   runs=["r1"], side_runs=["s1"], status=status, quorum_target={"epochs": 2},
+                   runs=runs[0], side_runs=runs[1], status=status, quorum_target={"epochs": 2},
                    quorum_reached={"epochs": 2})
     write_json(run_dir / "run.json", info_to_json(info))
     save_snapshot(run_dir, snap)

@@ -4,7 +4,7 @@
 and a later group (as `soak.check.parallel` splits the sorted files) and compare the merged
 verdict with one pass over the same operations in file order. Then `check_run` with the
 parallel paths forced on: corrupt and truncated files in the child's group, a process in both
-groups, and a checker that raises in the child.
+groups, a child that dies mid-history, and checkers that cannot be settled.
 """
 
 from __future__ import annotations
@@ -105,9 +105,8 @@ def test_merged_folds_judge_as_one_pass(name: str):
 
 @pytest.fixture
 def forced(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Fork for any size of history (the thresholds exist only to save time on small ones)."""
+    """Fork for any size of history (the threshold exists only to save time on small ones)."""
     monkeypatch.setattr(parallel, "MIN_PARALLEL_BYTES", 0)
-    monkeypatch.setattr(parallel, "MIN_PARALLEL_OPS", 0)
 
 
 def _run(tmp_path: Path, h: H) -> Path:
@@ -119,12 +118,11 @@ def test_check_run_in_two_processes_matches_one(tmp_path: Path, monkeypatch: pyt
     run_dir = _run(tmp_path, HISTORIES[name][0]())
     one = check_run(run_dir, write=False)
     monkeypatch.setattr(parallel, "MIN_PARALLEL_BYTES", 0)
-    monkeypatch.setattr(parallel, "MIN_PARALLEL_OPS", 0)
     forks = []
     real_fork = parallel.os.fork
     monkeypatch.setattr(parallel.os, "fork", lambda: forks.append(1) or real_fork())
     two = check_run(run_dir, write=False)
-    assert len(forks) == 1  # the child folds, then runs its checkers
+    assert len(forks) == 1  # the child folds its share of every slice
     assert two.to_json() == one.to_json()
 
 
@@ -161,140 +159,73 @@ def test_a_process_in_both_groups_is_folded_in_one_pass(tmp_path: Path, forced: 
     assert two.result == "fail"
 
 
-def test_a_checker_raising_in_the_child_is_inconclusive(tmp_path: Path, forced: None):
-    h = clean_history()
-    run_dir = _run(tmp_path, h)
-
-    def boom(facts):
-        raise RuntimeError(f"kaput in {os.getpid()}")
-
-    checkers = tuple(c if c[0] != "reads" else ("reads", boom) for c in CHECKERS)
-    paths = sorted((run_dir / "history").glob("*.jsonl"))
-    with parallel.TwoCores(paths, lambda: new_facts(h.state(RUNS), lease_ttl_ms=TTL_MS, runs=RUNS), checkers) as cores:
-        v = judge(lambda: finish(cores.fold()), checkers, runner=cores.run_checkers)
-    assert v.result == "inconclusive"
-    [reason] = v.reasons
-    assert reason.startswith("checker reads raised RuntimeError: kaput in ")
-    assert int(reason.rpartition(" ")[2]) != os.getpid()  # it ran in the child
-
-
-def _one_and_two(h: H, run_dir: Path, checkers=CHECKERS) -> tuple:
-    """The verdicts on `run_dir` of one process and of two (`checkers` in the two, as configured)."""
+def _one_and_two(run_dir: Path, snap) -> tuple:
+    """The verdicts on `run_dir` of one process and of two, sliced small."""
     paths = sorted((run_dir / "history").glob("*.jsonl"))
 
     def new():
-        return new_facts(h.state(RUNS), lease_ttl_ms=TTL_MS, runs=RUNS)
+        return new_facts(snap, lease_ttl_ms=TTL_MS, runs=RUNS)
 
-    with parallel.TwoCores(paths, new, workers=1) as cores:
+    with parallel.TwoCores(paths, new, workers=1, slice_ops=3) as cores:
         one = judge(lambda: finish(cores.fold()), runner=cores.run_checkers)
-    with parallel.TwoCores(paths, new, checkers) as cores:
-        two = judge(lambda: finish(cores.fold()), checkers, runner=cores.run_checkers)
+    with parallel.TwoCores(paths, new, slice_ops=3) as cores:
+        two = judge(lambda: finish(cores.fold()), runner=cores.run_checkers)
     return one, two
 
 
-def test_the_child_checks_what_one_process_finds(tmp_path: Path, forced: None):
+def test_the_child_folds_slices_that_judge_as_one_process(tmp_path: Path, forced: None, monkeypatch: pytest.MonkeyPatch):
     h = _late_stale_write()
-    one, two = _one_and_two(h, _run(tmp_path, h))
+    parts = []
+    real_merge = parallel.merge
+    monkeypatch.setattr(parallel, "merge", lambda facts, part: parts.append(part.stats["operations"]) or real_merge(facts, part))
+    one, two = _one_and_two(_run(tmp_path, h), h.state(RUNS))
     assert two.to_json() == one.to_json()
-    # the child judged the reads (its statistics came back) and found the late stale write they saw
+    assert len(parts) > 3 and sum(parts) > 0  # the child's slices, merged one by one
     assert two.stats["reads_judged"] == 2
     assert any(v.evidence[0].f == "get_meta" and v.clause == "stale-rejected" for v in two.violations), two.violations
 
 
-def test_a_child_that_dies_while_checking_leaves_the_verdict_whole(tmp_path: Path, forced: None):
+def test_a_child_that_dies_mid_history_leaves_the_verdict_whole(tmp_path: Path, forced: None,
+                                                               monkeypatch: pytest.MonkeyPatch):
     h = _late_stale_write()
     run_dir = _run(tmp_path, h)
     parent = os.getpid()
-    reads = dict(CHECKERS)["reads"]
+    real_new_part = parallel.new_part
+    made = []
 
-    def dies_in_the_child(facts):
-        if os.getpid() != parent:
+    def dies(facts):
+        made.append(1)
+        if os.getpid() != parent and len(made) > 2:
             os._exit(3)
-        return reads(facts)
+        return real_new_part(facts)
 
-    checkers = tuple(c if c[0] != "reads" else ("reads", dies_in_the_child) for c in CHECKERS)
-    one, two = _one_and_two(h, run_dir, checkers)
+    monkeypatch.setattr(parallel, "new_part", dies)
+    streams = []
+    real_stream = parallel.stream_files
+    monkeypatch.setattr(parallel, "stream_files", lambda *a: streams.append(1) or real_stream(*a))
+    one, two = _one_and_two(run_dir, h.state(RUNS))
     assert two.to_json() == one.to_json()
     assert two.result == "fail" and two.stats["reads_judged"] == 2
+    assert len(streams) == 2  # the one-process check, and the two-process one done again here
 
 
-def test_a_child_that_dies_while_reading_the_parents_fold_leaves_the_verdict_whole(
-        tmp_path: Path, forced: None, monkeypatch: pytest.MonkeyPatch):
-    # The child sends its own fold before it reads this process's: this process has merged it and gone
-    # on when the child dies, so the reads (the child's part) are judged here, on a second fold.
-    h = _late_stale_write()
-    run_dir = _run(tmp_path, h)
-    parent = os.getpid()
-    real_receive = parallel._receive
-
-    def dies(incoming):
-        if os.getpid() != parent:
-            os._exit(3)
-        return real_receive(incoming)
-
-    monkeypatch.setattr(parallel, "_receive", dies)
-    folds = []
-    real_fold_here = parallel.TwoCores._fold_here
-    monkeypatch.setattr(parallel.TwoCores, "_fold_here", lambda self, p: folds.append(len(p)) or real_fold_here(self, p))
-    one, two = _one_and_two(h, run_dir)
-    assert two.to_json() == one.to_json()
-    assert two.result == "fail" and two.stats["reads_judged"] == 2
-    paths = sorted((run_dir / "history").glob("*.jsonl"))
-    # this process's half, then the whole history again (when its answer meets a closed pipe, or when the
-    # child's findings never come): the one-process check folds once more before
-    assert folds == [len(paths), len(parallel._split(paths)[0]), len(paths)]
-
-
-def test_a_small_history_is_folded_in_two_and_checked_here(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
-    # Below MIN_PARALLEL_OPS the child folds but checks nothing: it sends its reads and object summaries too.
-    monkeypatch.setattr(parallel, "MIN_PARALLEL_BYTES", 0)
-    h = _late_stale_write()
-    run_dir = _run(tmp_path, h)
-    ran_in = []
-    real_run_checkers = parallel.run_checkers
-    monkeypatch.setattr(parallel, "run_checkers", lambda f, c: ran_in.append(os.getpid()) or real_run_checkers(f, c))
-    one, two = _one_and_two(h, run_dir)
-    assert two.to_json() == one.to_json()
-    assert two.stats["reads_judged"] == 2
-    assert set(ran_in) == {os.getpid()}
-
-
-def test_the_child_takes_more_checkers_when_there_are_few_reads():
-    from soak.check.core import _Tenure
-
-    facts = new_facts(clean_history().state(RUNS), lease_ttl_ms=TTL_MS, runs=RUNS)
-    facts.tenures = {("r1", e): _Tenure("r1", e) for e in range(1000)}
-    assert parallel._balance(facts, CHECKERS) == {"reads", "grants"}  # no reads: the costliest other one moves
-    facts.reads = [None] * 5000  # (only counted)
-    assert parallel._balance(facts, CHECKERS) == {"reads"}  # reads outweigh the rest: nothing more moves
-    assert parallel._balance(facts, [c for c in CHECKERS if c[0] != "reads"]) == {"grants"}
-
-
-def test_a_child_dying_in_a_checker_that_needs_no_reads_is_redone_without_a_second_fold(
-        tmp_path: Path, forced: None, monkeypatch: pytest.MonkeyPatch):
+def test_other_checkers_get_the_whole_history_folded_at_once(tmp_path: Path, forced: None,
+                                                             monkeypatch: pytest.MonkeyPatch):
+    # Settling judges by the checkers of `CHECKERS`: with others, nothing is judged or retired early.
     h = _late_stale_write()
     run_dir = _run(tmp_path, h)
     paths = sorted((run_dir / "history").glob("*.jsonl"))
-    parent = os.getpid()
-    grants = dict(CHECKERS)["grants"]
-    monkeypatch.setattr(parallel, "_balance", lambda facts, checkers: frozenset(("grants",)))
-    folds = []
-    real_fold_here = parallel.TwoCores._fold_here
-    monkeypatch.setattr(parallel.TwoCores, "_fold_here", lambda self, p: folds.append(len(p)) or real_fold_here(self, p))
+    seen = []
 
-    def dies_in_the_child(facts):
-        if os.getpid() != parent:
-            os._exit(3)
-        return grants(facts)
+    def tenures(facts):
+        seen.append(sorted(facts.tenures))
+        return []
 
-    checkers = tuple(("grants", dies_in_the_child) if c[0] == "grants" else c for c in CHECKERS if c[0] != "reads")
-
-    def new():
-        return new_facts(h.state(RUNS), lease_ttl_ms=TTL_MS, runs=RUNS)
-
-    with parallel.TwoCores(paths, new, checkers) as cores:
-        two = judge(lambda: finish(cores.fold()), checkers, runner=cores.run_checkers)
-    assert len(folds) == 1  # this process's half only: grants reads nothing the parent gave away
-    one = judge(lambda: finish(real_fold_here(parallel.TwoCores(paths, new), paths)), checkers)
-    assert two.to_json() == one.to_json()
-    assert "epoch-monotonic" in two.clauses  # found by grants, run here after the child died
+    checkers = (*CHECKERS, ("tenures", tenures))
+    settles = []
+    monkeypatch.setattr(parallel, "settle", lambda *a: settles.append(1))
+    with parallel.TwoCores(paths, lambda: new_facts(h.state(RUNS), lease_ttl_ms=TTL_MS, runs=RUNS), checkers,
+                           slice_ops=1) as cores:
+        v = judge(lambda: finish(cores.fold()), checkers, runner=cores.run_checkers)
+    assert not settles and seen == [[("r1", 1), ("r1", 2)]]
+    assert v.result == "fail"

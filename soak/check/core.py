@@ -4,12 +4,15 @@ No I/O and no clock. One streaming pass over the operations (`scan`) folds them 
 a small record per tenure, per run and per blob ref, the operations whose tag appears in the
 final state, refusals that might be spurious, and accepted appends missing from the journal
 (as packed integers, dropped once a delete explains them). Nothing else is kept per
-operation, so memory grows with tenures and the final state, not with operations per tenure.
-Operations arrive as plain tuples (`soak.history.operation_tuples`; `Operation`s are turned
-into them), and the pass can be cut in two: `fold` the files of some processes, `fold` the
-rest elsewhere, and `merge` continues the first fold with the second exactly as one pass
-would have (`soak.check.parallel` does that on two cores). Then small checkers each read
-`Facts` and return violations; a checker that raises makes the verdict inconclusive, never pass.
+operation. Operations arrive as plain tuples (`soak.history.operation_tuples`; `Operation`s
+are turned into them), and the pass can be cut: `fold` the files of some processes, `fold` the
+rest elsewhere, and `merge` continues the first fold with the second exactly as one pass would
+have. Folded a time slice at a time (`fold(..., until=T)`), the facts can be settled after each
+slice (`settle`): what can no longer change is judged and dropped, and tenures nothing still to
+come can consult retire, leaving a small residue, so memory is bounded by what is in flight,
+not by the history (`soak.check.parallel` does both, on two cores; docs/bounded-checker.md).
+Then small checkers each read `Facts` and return violations; a checker that raises makes the
+verdict inconclusive, never pass.
 
 Ordering without a replay: every mutation carries its lease epoch and a per-tenure counter
 `c`, so the serial order of accepted writes is the order of their keys `(epoch, c)`. The
@@ -277,7 +280,9 @@ class _Retired:
 
     __slots__ = ("epochs", "data", "floor", "top_epoch", "top_inv", "last_inv", "granted", "mark", "mark_row")
     WIDTH = 13
-    KEEP = 2048
+    KEEP = 512
+    #: The latest retired epochs whose tag segments stay (`_drop_tags`).
+    TAGS = 256
 
     def __init__(self) -> None:
         self.epochs = array("q")
@@ -1999,20 +2004,21 @@ def _early(facts: Facts, wanted: set[str], name: str, fn: Callable[..., list[Vio
 
 
 def _drop_tags(facts: Facts) -> None:
-    """Forget which lease wrote the tags of long-retired epochs, those past their run's watermark (`_Retired`):
-    each process's oldest segments of `Facts.tagged`.
+    """Forget which lease wrote the tags of long-retired epochs, all but the `_Retired.TAGS` latest retired of
+    each run: each process's oldest segments of `Facts.tagged`.
 
     Only a read that saw a value it must not have asks (`_misread`); one that sees a write of a long
     retired tenure is named by the plain clause of its object (a lost or phantom write).
     """
-    retired = facts.retired
+    cuts = {run: res.epochs[-res.TAGS] if len(res.epochs) > res.TAGS else res.mark
+            for run, res in facts.retired.items()}
     for seg in facts.tagged.values():
         starts, keys = seg[0], seg[1]
         k = 0
         while k < len(keys):
             key = keys[k]
-            res = retired.get(key[0]) if key is not None else None
-            if key is not None and (res is None or key[1] > res.mark):
+            cut = cuts.get(key[0]) if key is not None else None
+            if key is not None and (cut is None or key[1] > cut):
                 break
             k += 1
         if k:

@@ -177,6 +177,7 @@ def test_what_the_facts_hold_does_not_grow_with_the_history(tmp_path: Path, monk
     from soak.rundir import load_snapshot
 
     monkeypatch.setattr(core._Retired, "KEEP", 64)
+    monkeypatch.setattr(core._Retired, "TAGS", 32)
     peaks: dict[int, dict[str, int]] = {}
     real_settle = parallel.settle
 

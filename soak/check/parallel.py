@@ -23,12 +23,14 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import itertools
+import json
 import os
 import pickle
 import queue
 import signal
 import threading
 from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
+from operator import itemgetter
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -65,14 +67,14 @@ def fold_files(facts: Facts, paths: Sequence[Path]) -> None:
 def stream_files(facts: Facts, paths: Sequence[Path], slice_ops: int = SLICE_OPS) -> None:
     """Fold the files `paths` into `facts` a time slice of about `slice_ops` operations at a time, settling after
     each (`soak.check.core.settle`). Raises `soak.check.core.Unordered` for a file out of invocation order."""
-    files = _Files(facts, paths)
+    files = _Files(paths)
     slices = _Slices(facts, slice_ops)
     start = files.next_invoke()
     until = slices.first(start)
     while True:
         before = facts.stats["operations"]
         files.fold(facts, until)
-        if not files.open:
+        if files.done:
             return
         settle(facts, until)
         start, until = until, slices.next(facts.stats["operations"] - before, until - start, files.next_invoke())
@@ -89,27 +91,65 @@ def _naming(path: Path) -> Iterator[None]:
 
 
 class _Files:
-    """History files read a time slice at a time, each up to its first operation not yet folded."""
+    """History files read a time slice at a time, each up to its first operation not yet folded.
 
-    def __init__(self, facts: Facts, paths: Sequence[Path]) -> None:
-        self.open: list[list[Any]] = []  # [path, its operations, the first one not folded]
-        for path in paths:
-            ops = operation_tuples(path)
-            with _naming(path):
-                look = fold(facts, ops, -_NEVER)  # the events before the first operation
-            if look is not None:
-                self.open.append([path, ops, look])
+    A file is opened once the slices reach its first invocation, and closed once it is read: a long
+    storm leaves a file per worker incarnation, of which only the current ones are open at a time.
+    """
+
+    def __init__(self, paths: Sequence[Path]) -> None:
+        firsts = [(_first_invoke(p), k, p) for k, p in enumerate(paths)]
+        # (first invocation, position, path) of the files not opened yet, the earliest last
+        self.waiting = sorted((f for f in firsts if f[0] is not None), reverse=True)
+        # [position, path, its operations, the first one not folded or _FRESH]; a file whose first invocation is
+        # not known at a glance is read from the first slice
+        self.open: list[list[Any]] = [[k, p, operation_tuples(p), _FRESH] for start, k, p in firsts if start is None]
+
+    @property
+    def done(self) -> bool:
+        """Whether every file is read."""
+        return not self.open and not self.waiting
 
     def next_invoke(self) -> float:
         """The earliest invocation not yet folded (infinity once every file is)."""
-        return min((f[2][_INV] for f in self.open), default=_NEVER)
+        first = self.waiting[-1][0] if self.waiting else _NEVER
+        return min(first, min((f[3][_INV] for f in self.open if f[3] is not _FRESH), default=_NEVER))
 
     def fold(self, facts: Facts, until: float) -> None:
         """Fold every operation invoked before `until` into `facts`."""
+        if self.waiting and self.waiting[-1][0] < until:
+            while self.waiting and self.waiting[-1][0] < until:
+                _, k, path = self.waiting.pop()
+                self.open.append([k, path, operation_tuples(path), _FRESH])
+            self.open.sort(key=_position)  # folded in file order, as the whole history is
         for f in self.open:
-            with _naming(f[0]):
-                f[2] = fold(facts, itertools.chain((f[2],), f[1]), until)
-        self.open = [f for f in self.open if f[2] is not None]
+            with _naming(f[1]):
+                f[3] = fold(facts, f[2] if f[3] is _FRESH else itertools.chain((f[3],), f[2]), until)
+        self.open = [f for f in self.open if f[3] is not None]
+
+
+#: A file opened but not read yet (`_Files`).
+_FRESH = ("fresh",)
+_position = itemgetter(0)
+
+
+def _first_invoke(path: Path) -> int | None:
+    """When the first operation of a history file was invoked, read off its first invocation line; None for a
+    file without one (events only), or one that line is unreadable in (the reader will say why)."""
+    try:
+        with open(path, "rb") as fh:
+            for line in fh:
+                if b"invoke" in line:
+                    try:
+                        obj = json.loads(line)
+                    except ValueError:
+                        return None
+                    if isinstance(obj, dict) and obj.get("t") == "invoke":
+                        ts = obj.get("ts")
+                        return ts if type(ts) is int else None
+    except OSError:
+        pass
+    return None
 
 
 class _Slices:
@@ -127,7 +167,7 @@ class _Slices:
     def next(self, folded: int, span: float, start: float) -> float:
         """The end of the next slice, after a slice of `span` nanoseconds (0: none measured yet) that held `folded`
         operations; the next operation not folded was invoked at `start` (a gap in the history is skipped)."""
-        if span and folded:
+        if 0 < span < _NEVER and folded:
             want = self.ops * span / folded
         else:
             want = 4 * self.span if span else self.span  # an empty slice widens the next
@@ -200,7 +240,7 @@ class TwoCores:
         def child() -> Generator[Any, Any, None]:
             template = new()
             try:
-                files = _Files(template, second)
+                files = _Files(second)
                 yield "first", _shipped(template), files.next_invoke()
                 settled = -_NEVER
                 while True:
@@ -219,7 +259,7 @@ class TwoCores:
                 yield "unordered", str(exc)
 
         facts = self.new()
-        mine, frames = _fork_join(child, lambda: _Files(facts, first))
+        mine, frames = _fork_join(child, lambda: _Files(first))
         self._child = frames
         part, theirs = _expect(frames, "first")
         merge(facts, part)
@@ -240,7 +280,7 @@ class TwoCores:
             frames.send([after])
             part, theirs = _expect(frames, "slice")
             merge(facts, part)
-            if not mine.open and theirs == _NEVER:
+            if mine.done and theirs == _NEVER:
                 return facts
             settle(facts, until)
             start, until, ahead = until, ahead, after

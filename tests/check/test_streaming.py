@@ -198,3 +198,26 @@ def test_what_the_facts_hold_does_not_grow_with_the_history(tmp_path: Path, monk
     for what, count in large.items():  # four times the history: no more held after any settling
         assert count <= 1.5 * small[what] + 64, (what, small, large)
     assert large["retired rows"] <= 4 * 2 * 64  # four runs, fewer than twice KEEP rows each
+
+
+def test_only_the_files_of_current_incarnations_are_open(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    # A long storm leaves a file per worker incarnation: each is opened when the slices reach its first call.
+    h = H()
+    for k in range(40):  # one worker, killed and restarted 40 times, a tenure each
+        p = f"w1.{k + 1}"
+        lease = h.acquire(p, "r1", 300 * k, k + 1)
+        h.append(p, lease, k + 1, 300 * k + 5)
+        h.release(p, lease, 300 * k + 10)
+    snap = h.state(["r1"])
+    run_dir = write_run_dir(tmp_path / "run", h, snap)
+    most = []
+    real_fold = parallel._Files.fold
+
+    def fold(self, facts, until):
+        real_fold(self, facts, until)
+        most.append(len(self.open))
+
+    monkeypatch.setattr(parallel._Files, "fold", fold)
+    whole, sliced = _verdicts(run_dir, snap, slice_ops=2)
+    assert sliced == whole and sliced["result"] == "pass" and sliced["stats"]["tenures"] == 40
+    assert len(most) > 20 and max(most) <= 2  # of 41 files (and nemesis.jsonl, read at once)

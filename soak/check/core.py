@@ -266,6 +266,15 @@ class _Ref:
         self.del_ok: tuple[tuple[int, int], tuple[Any, ...]] | None = None
 
 
+#: Epochs (and counters) a residue row holds: what fits in its array; a run with others never retires.
+_PACKABLE = 1 << 62
+
+
+def _packed(x: Any) -> int:
+    """`x` as a residue field: itself if it fits, else -1 (not known)."""
+    return x if type(x) is int and 0 <= x < _PACKABLE else -1
+
+
 class _Retired:
     """What one run's retired tenures (`settle`) leave behind, enough to judge operations still to come under them.
 
@@ -313,8 +322,8 @@ class _Retired:
         if when != _NEVER and proof is not None:
             process, index, f, epoch, counter, invoke, complete = _op_fields(proof)
             row[5], row[6], row[7], row[8] = int(when), 1 if f == "release" else 0, _pid_of(facts, process), index
-            row[9], row[10], row[11] = -1 if epoch is None else epoch, invoke, -1 if complete is None else complete
-            row[12] = -1 if counter is None else counter
+            row[9], row[10], row[11] = _packed(epoch), invoke, -1 if complete is None else complete
+            row[12] = _packed(counter)
         if not self.epochs or t.epoch > self.epochs[-1]:  # the usual case: retired in epoch order
             self.epochs.append(t.epoch)
             self.data.extend(row)
@@ -1942,7 +1951,8 @@ def settle(facts: Facts, until: float, names: Iterable[str] | None = None) -> No
             sups[i] = sup
             sup = min(sup, granted[i].grant_complete())
         n = 0
-        while n < len(granted) and sups[n] < hz and max(m[0] for m in granted[n].marks) + ttl < hz:
+        while (n < len(granted) and sups[n] < hz and max(m[0] for m in granted[n].marks) + ttl < hz
+               and 0 <= granted[n].epoch < _PACKABLE):
             n += 1
         res = facts.retired.get(run)
         before = res.floor if res is not None else -1
@@ -1951,7 +1961,7 @@ def settle(facts: Facts, until: float, names: Iterable[str] | None = None) -> No
         live_grants[run] = (min((t.grant_invoke() for t in live), default=_NEVER), {t.epoch for t in live})
         if floor < 0:
             continue
-        gone = [*granted[:n], *(t for t in ts if not t.grants and t.epoch <= floor)]
+        gone = [*granted[:n], *(t for t in ts if not t.grants and 0 <= t.epoch <= floor)]
         if gone:
             retiring.extend(gone)
             floors[run] = (before, floor)

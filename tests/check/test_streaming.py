@@ -221,3 +221,20 @@ def test_only_the_files_of_current_incarnations_are_open(tmp_path: Path, monkeyp
     whole, sliced = _verdicts(run_dir, snap, slice_ops=2)
     assert sliced == whole and sliced["result"] == "pass" and sliced["stats"]["tenures"] == 40
     assert len(most) > 20 and max(most) <= 2  # of 41 files (and nemesis.jsonl, read at once)
+
+
+@pytest.mark.parametrize("first", [2**63 - 5, -20, 0])
+def test_epochs_outside_the_residue_arrays_keep_their_tenures_live(tmp_path: Path, first: int):
+    # A store's epochs may not fit a residue row (an array of 64-bit integers): never retired, still judged.
+    h = H()
+    for k in range(12):
+        p = f"w{k % 3}.1"
+        lease = h.acquire(p, "r1", 300 * k, first + k)
+        h.put_meta(p, lease, 300 * k + 5)
+        if k == 9:
+            h.put_meta(f"w{(k + 2) % 3}.1", Lease("r1", f"w{(k + 2) % 3}.1", first + k - 1), 300 * k + 7)  # stale
+        h.release(p, lease, 300 * k + 10)
+    snap = h.state(["r1"])
+    whole, sliced = _verdicts(write_run_dir(tmp_path / "run", h, snap), snap, slice_ops=2)
+    assert sliced == whole
+    assert "stale-rejected" in {v["clause"] for v in sliced["violations"]} and not sliced["reasons"]

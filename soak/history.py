@@ -58,6 +58,7 @@ __all__ = [
     "operation_tuples",
     "operations",
     "decode_line",
+    "first_invoke_ns",
     "payload_for",
     "read_records",
     "tag_of",
@@ -415,6 +416,27 @@ def operation_tuples(path: str | os.PathLike[str]) -> Iterator[tuple[Any, ...] |
         raise HistoryCorruptError(f"{path}:{_line(done, objs, obj)}: unreadable history record ({exc})") from exc
     for inv in pending.values():
         yield _incomplete_tuple(_decode({"t": "invoke", **msgspec.structs.asdict(inv)}))
+
+
+def first_invoke_ns(path: str | os.PathLike[str]) -> int | None:
+    """When the first operation of a history file was invoked, read off its first invoke line (the checker
+    opens a file only when it gets there); None for a file without one (events only), or whose first invoke
+    line cannot be read (`operation_tuples` will say why)."""
+    try:
+        with open(path, "rb") as fh:
+            for line in fh:
+                if b"invoke" not in line:
+                    continue
+                try:
+                    obj = _loads(line)
+                except ValueError:
+                    return None
+                if isinstance(obj, dict) and obj.get("t") == "invoke":
+                    ts = obj.get("ts")
+                    return ts if type(ts) is int else None
+    except OSError:
+        pass
+    return None
 
 
 def _batches(path: Path) -> Iterator[tuple[int, list[Any], HistoryCorruptError | None]]:

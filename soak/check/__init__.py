@@ -53,7 +53,7 @@ def check_run(run_dir: str | os.PathLike[str], *, write: bool = True) -> Verdict
                 quorum=quorum,
             )
             with TwoCores(history_paths(run_dir), lambda: new_facts(snapshot, **settings)) as cores:
-                verdict = judge(lambda: finish(cores.fold()), runner=cores.run_checkers)
+                verdict = judge(lambda: finish(cores.fold()))
     if write:
         write_json(run_dir / VERDICT_FILE, verdict.to_json())
     return verdict

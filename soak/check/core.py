@@ -324,18 +324,10 @@ class _Retired:
             row[5], row[6], row[7], row[8] = int(when), 1 if f == "release" else 0, _pid_of(facts, process), index
             row[9], row[10], row[11] = _packed(epoch), invoke, -1 if complete is None else complete
             row[12] = _packed(counter)
-        if not self.epochs or t.epoch > self.epochs[-1]:  # the usual case: retired in epoch order
-            self.epochs.append(t.epoch)
-            self.data.extend(row)
-            self.granted += row[0] >= 0
-            self.floor = t.epoch
-            if len(self.epochs) >= 2 * self.KEEP:
-                self._fold_oldest(len(self.epochs) - self.KEEP)
-            return
-        w = self.WIDTH
         if t.epoch <= self.mark:
             return  # operations that came under an epoch past the watermark: it stands for them
-        i = bisect.bisect_left(self.epochs, t.epoch)
+        w = self.WIDTH
+        i = bisect.bisect_left(self.epochs, t.epoch)  # the end, in the usual case (retired in epoch order)
         if i < len(self.epochs) and self.epochs[i] == t.epoch:  # retired before: keep what its grant left
             old = self.data[i * w:(i + 1) * w]
             if old[0] >= 0:
@@ -365,11 +357,18 @@ class _Retired:
         self.mark, self.mark_row = self.epochs[n - 1], best
         del self.epochs[:n], self.data[:n * w]
 
-    def row(self, epoch: int) -> array | None:
-        """The row of a retired epoch; the watermark's for one past it that has none; else None."""
+    def exact_row(self, epoch: int) -> array | None:
+        """The row of a retired epoch, if it has one (a copy)."""
         i = bisect.bisect_left(self.epochs, epoch)
         if i < len(self.epochs) and self.epochs[i] == epoch:
             return self.data[i * self.WIDTH:(i + 1) * self.WIDTH]
+        return None
+
+    def row(self, epoch: int) -> array | None:
+        """The row of a retired epoch; the watermark's for one past it that has none; else None."""
+        row = self.exact_row(epoch)
+        if row is not None:
+            return row
         if epoch <= self.mark and self.mark_row is not None:
             row = array("q", self.mark_row)
             row[4] = -1  # whose it was is not kept
@@ -535,6 +534,12 @@ class Facts:
     obj_run: dict[tuple[str, str], str] = field(default_factory=dict)
     read_counts: list[int] = field(default_factory=lambda: [0, 0])  # tenured reads kept, and judged (`check_reads`)
 
+    def tenures_changed(self) -> None:
+        """Forget the per-run caches built from the tenures (`next_grant`, `stale_at`): a fold, merge or
+        retirement changed them."""
+        self._grant_cache.clear()
+        self._stale_cache.clear()
+
     @property
     def ttl_ns(self) -> int:
         return self.lease_ttl_ms * 1_000_000
@@ -668,8 +673,7 @@ def fold(facts: Facts, ops: Iterable[Operation | Any], until: float = _NEVER) ->
     settled = facts.settled
     obj_run = facts.obj_run
     look = None
-    facts._grant_cache.clear()  # built from the tenures, which this changes
-    facts._stale_cache.clear()
+    facts.tenures_changed()
     tenures, run_acc, refs, seen, refusals = facts.tenures, facts.run_acc, facts.refs, facts.seen, facts.refusals
     scan_violations = facts.scan_violations
     proc_ids = facts.proc_ids
@@ -915,8 +919,7 @@ def merge(facts: Facts, later: Facts) -> None:
         mine = facts.tagged.get(process)
         if mine is not None and mine[0] and seg[0] and seg[0][0] < mine[0][-1]:
             raise FoldOverlap(process)
-    facts._grant_cache.clear()  # built from the tenures, which this changes
-    facts._stale_cache.clear()
+    facts.tenures_changed()
     for process, seg in later.tagged.items():
         mine = facts.tagged.get(process)
         if mine is None:
@@ -1270,13 +1273,8 @@ def check_grants(facts: Facts, tenures: Iterable[_Tenure] | None = None) -> list
 def _retired_grant(facts: Facts, t: _Tenure) -> tuple[str, Evidence] | None:
     """(grantee, evidence) of the grant of `t`'s epoch that retired before `t`'s own grants came, if any."""
     res = facts.retired.get(t.run)
-    if res is None or t.epoch > res.floor:
-        return None
-    i = bisect.bisect_left(res.epochs, t.epoch)
-    if i == len(res.epochs) or res.epochs[i] != t.epoch:
-        return None
-    row = res.data[i * res.WIDTH:(i + 1) * res.WIDTH]
-    if row[0] < 0:
+    row = res.exact_row(t.epoch) if res is not None and t.epoch <= res.floor else None
+    if row is None or row[0] < 0:
         return None
     ev = res.grant_ev(facts, t.run, t.epoch, row)
     return (facts.procs[row[4]] if row[4] >= 0 else ev.process), ev
@@ -1899,8 +1897,6 @@ def settle(facts: Facts, until: float, names: Iterable[str] | None = None) -> No
     Each item is judged once, by the checker of the same name (`names`, default all), into
     `facts.early`; `run_checkers` adds those findings to the final ones.
     """
-    facts._grant_cache.clear()
-    facts._stale_cache.clear()
     wanted = {n for n, _ in CHECKERS} if names is None else set(names)
     hz = until  # the earliest invocation of anything still to judge
 
@@ -1979,8 +1975,7 @@ def settle(facts: Facts, until: float, names: Iterable[str] | None = None) -> No
                 res = facts.retired[t.run] = _Retired()
             res.add(facts, t, when)
             del facts.tenures[(t.run, t.epoch)]
-        facts._grant_cache.clear()
-        facts._stale_cache.clear()
+        facts.tenures_changed()
         for obj, per in facts.objects.items():
             run = facts.obj_run.get(obj)
             if run in floors:

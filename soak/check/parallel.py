@@ -23,7 +23,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import itertools
-import json
 import os
 import pickle
 import queue
@@ -35,10 +34,9 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from soak.check.core import (
-    _INV, _NEVER, CHECKERS, Checker, Facts, FoldOverlap, Unordered, fold, merge, new_part, run_checkers, settle,
+    _INV, _NEVER, CHECKERS, Checker, Facts, FoldOverlap, Unordered, fold, merge, new_part, settle,
 )
-from soak.check.verdict import Violation
-from soak.history import HistoryCorruptError, Record, operation_tuples
+from soak.history import HistoryCorruptError, Record, first_invoke_ns, operation_tuples
 
 __all__ = ["SLICE_OPS", "TwoCores", "fold_files", "history_tuples", "stream_files"]
 
@@ -98,7 +96,7 @@ class _Files:
     """
 
     def __init__(self, paths: Sequence[Path]) -> None:
-        firsts = [(_first_invoke(p), k, p) for k, p in enumerate(paths)]
+        firsts = [(first_invoke_ns(p), k, p) for k, p in enumerate(paths)]
         # (first invocation, position, path) of the files not opened yet, the earliest last
         self.waiting = sorted((f for f in firsts if f[0] is not None), reverse=True)
         # [position, path, its operations, the first one not folded or _FRESH]; a file whose first invocation is
@@ -133,25 +131,6 @@ _FRESH = ("fresh",)
 _position = itemgetter(0)
 
 
-def _first_invoke(path: Path) -> int | None:
-    """When the first operation of a history file was invoked, read off its first invocation line; None for a
-    file without one (events only), or one that line is unreadable in (the reader will say why)."""
-    try:
-        with open(path, "rb") as fh:
-            for line in fh:
-                if b"invoke" in line:
-                    try:
-                        obj = json.loads(line)
-                    except ValueError:
-                        return None
-                    if isinstance(obj, dict) and obj.get("t") == "invoke":
-                        ts = obj.get("ts")
-                        return ts if type(ts) is int else None
-    except OSError:
-        pass
-    return None
-
-
 class _Slices:
     """Where time slices end: a ttl apart at first, then as far apart as `ops` operations took in a slice
     measured (the rate, not the count, is carried over, so that a slice measured late does not make them swing)."""
@@ -179,11 +158,11 @@ class _Slices:
 class TwoCores:
     """Fold the history files `paths` (in this order) into facts from `new`, on two cores, settling as it goes.
 
-    `fold` returns the facts left to check; `run_checkers` is the `soak.check.core.Runner` to
-    check them with. Use as a context manager, so that a child is reaped however the check ends::
+    `fold` returns the facts left to check (what settling judged is in them). Use as a context
+    manager, so that a child is reaped however the check ends::
 
         with TwoCores(paths, new) as cores:
-            verdict = judge(lambda: finish(cores.fold()), runner=cores.run_checkers)
+            verdict = judge(lambda: finish(cores.fold()))
     """
 
     def __init__(self, paths: Sequence[Path], new: Callable[[], Facts],
@@ -223,10 +202,6 @@ class TwoCores:
             return facts
         except Unordered:
             return self._fold_here(paths)
-
-    def run_checkers(self, facts: Facts, checkers: Sequence[tuple[str, Checker]]) -> list[tuple[list[Violation], str | None]]:
-        """`soak.check.core.run_checkers`, here (what is left after settling is small)."""
-        return run_checkers(facts, checkers)
 
     def _fold_here(self, paths: Sequence[Path]) -> Facts:
         facts = self.new()

@@ -167,9 +167,9 @@ def _one_and_two(run_dir: Path, snap) -> tuple:
         return new_facts(snap, lease_ttl_ms=TTL_MS, runs=RUNS)
 
     with parallel.TwoCores(paths, new, workers=1, slice_ops=3) as cores:
-        one = judge(lambda: finish(cores.fold()), runner=cores.run_checkers)
+        one = judge(lambda: finish(cores.fold()))
     with parallel.TwoCores(paths, new, slice_ops=3) as cores:
-        two = judge(lambda: finish(cores.fold()), runner=cores.run_checkers)
+        two = judge(lambda: finish(cores.fold()))
     return one, two
 
 
@@ -226,6 +226,6 @@ def test_other_checkers_get_the_whole_history_folded_at_once(tmp_path: Path, for
     monkeypatch.setattr(parallel, "settle", lambda *a: settles.append(1))
     with parallel.TwoCores(paths, lambda: new_facts(h.state(RUNS), lease_ttl_ms=TTL_MS, runs=RUNS), checkers,
                            slice_ops=1) as cores:
-        v = judge(lambda: finish(cores.fold()), checkers, runner=cores.run_checkers)
+        v = judge(lambda: finish(cores.fold()), checkers)
     assert not settles and seen == [[("r1", 1), ("r1", 2)]]
     assert v.result == "fail"

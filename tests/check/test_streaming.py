@@ -48,7 +48,7 @@ def _verdicts(run_dir: Path, snap, *, workers: int = 1, slice_ops: int = 4) -> t
 
     with mock.patch.object(parallel, "MIN_PARALLEL_BYTES", 0):
         with parallel.TwoCores(paths, new, workers=workers, slice_ops=slice_ops) as cores:
-            sliced = judge(lambda: finish(cores.fold()), runner=cores.run_checkers)
+            sliced = judge(lambda: finish(cores.fold()))
     return judge(whole).to_json(), sliced.to_json()
 
 

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-__all__ = ["CLAUSES", "clause_title"]
+__all__ = ["CALL_BOUND_FLOOR_S", "CALL_BOUND_TTLS", "CLAUSES", "CONTRACT_CHOICES", "LIVENESS_CLAUSES", "clause_title",
+           "default_call_bound_s"]
 
 #: clause id -> one-line statement of the promise.
 CLAUSES: dict[str, str] = {
@@ -27,7 +28,30 @@ CLAUSES: dict[str, str] = {
     "meta-last-write": "one meta row per run, last write wins",
     "blob-semantics": "blobs are stored per ref, listed per run, deleted by ref",
     "delete-semantics": "delete removes the run's journal and meta",
+    "call-returns": "every store call returns or raises within a bound",
+    "no-crash": "a store never kills, aborts or exits the process that calls it",
 }
+
+#: The liveness clauses: judged from how calls end (or never end), not from what they return.
+LIVENESS_CLAUSES: tuple[str, ...] = ("call-returns", "no-crash")
+
+#: Clauses whose outcome is a choice the contract leaves to the store: every reading of them is conformant, and
+#: suites report which one the store made instead of a pass. clause -> the choices, as suites name them.
+CONTRACT_CHOICES: dict[str, tuple[str, ...]] = {
+    "expired-unsuperseded": ("accepts", "refuses", "mixed"),
+}
+
+#: `call-returns`: the default bound on one store call is this many ttls, and never less than the floor.
+CALL_BOUND_TTLS = 20
+CALL_BOUND_FLOOR_S = 2.0
+
+
+def default_call_bound_s(lease_ttl_ms: int) -> float:
+    """The default `call-returns` bound for a store opened with this ttl: 20 x ttl, at least 2 s.
+
+    Long enough for a call that waits out a stopped lock holder (the nemesis holds one for at most about
+    four ttls), short enough for a smoke storm to reach."""
+    return max(CALL_BOUND_FLOOR_S, CALL_BOUND_TTLS * lease_ttl_ms / 1000.0)
 
 
 def clause_title(clause: str) -> str:

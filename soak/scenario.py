@@ -79,7 +79,8 @@ class Scenario:
     side_runs: int = 2
     seed: int = 0  # 0: pick one at random (the chosen seed is recorded in the run directory)
     time_bound_s: float = 60.0
-    call_timeout_s: float = 10.0
+    # the `call-returns` bound on one store call; 0: derived from the ttl (20 x ttl, at least 2 s)
+    call_timeout_s: float = 0.0
     grace_s: float = 2.0
     # one live tenure
     ops_min: int = 3
@@ -110,6 +111,13 @@ class Scenario:
     def effective_pause_ms(self) -> int:
         """The pause length: `pause_ms`, or 1.6 x ttl when it is 0."""
         return self.pause_ms or int(self.lease_ttl_ms * 1.6)
+
+    @property
+    def call_bound_s(self) -> float:
+        """The `call-returns` bound: `call_timeout_s`, or 20 x ttl (at least 2 s) when it is 0."""
+        from soak.clauses import default_call_bound_s
+
+        return self.call_timeout_s or default_call_bound_s(self.lease_ttl_ms)
 
     @property
     def stall_ms(self) -> int:
@@ -157,7 +165,7 @@ _FIELDS: dict[str, tuple[Any, str]] = {
     "side_runs": _int(1, 1000),
     "seed": _int(0),
     "time_bound_s": _num(0, open_lo=True),
-    "call_timeout_s": _num(0, open_lo=True),
+    "call_timeout_s": _num(0),
     "grace_s": _num(0),
     "ops_min": _int(1),
     "ops_max": _int(1),

@@ -22,7 +22,7 @@ from urllib.parse import parse_qsl
 from soak.errors import StoreBootError, StoreSpecError
 from soak.spi import FencedRunStore
 
-__all__ = ["StoreTarget", "redact", "register_scheme", "resolve", "SCHEMES"]
+__all__ = ["StoreTarget", "declares_injectable_clock", "redact", "register_scheme", "resolve", "SCHEMES"]
 
 _REQUIRED = (
     "lease_ttl_ms", "fenced_writes", "acquire", "renew", "release", "append", "load", "put_meta",
@@ -62,6 +62,27 @@ class StoreTarget:
                 "a factory must return a store with the members of soak.spi.FencedRunStore"
             )
         return store
+
+
+    def probe_injectable_clock(self, location: str, lease_ttl_ms: int) -> bool:
+        """Open one store object over `location` without a clock and read its declaration (then close it).
+
+        The capability is never inferred from the factory's signature: a factory taking `**options` accepts any
+        keyword, including one it ignores."""
+        store = self.open(location, lease_ttl_ms)
+        try:
+            return declares_injectable_clock(store)
+        finally:
+            try:
+                store.close()
+            except Exception:  # noqa: BLE001 - the probe only reads a declaration
+                pass
+
+
+def declares_injectable_clock(store: Any) -> bool:
+    """True where the store object declares `injectable_clock = True` (CONTRACT section 1): its factory accepts
+    `clock=` and the store judges expiry by that clock alone."""
+    return getattr(store, "injectable_clock", False) is True
 
 
 def _one_line(exc: BaseException) -> str:

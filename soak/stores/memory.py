@@ -43,6 +43,7 @@ class MemoryStore:
     """The fenced run store contract held in one process's memory."""
 
     fenced_writes = True
+    injectable_clock = True
 
     def __init__(self, lease_ttl_ms: int = 250, *, clock: Callable[[], float] = time.monotonic):
         self.lease_ttl_ms = int(lease_ttl_ms)

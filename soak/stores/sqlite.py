@@ -8,7 +8,8 @@ Design (each line answers a clause of CONTRACT section 1):
   epoch again (`atomic-fence`, defence in depth against a check that drifts from the write).
 - One `leases` row per run is never deleted: it is the epoch high-water mark that survives
   release and delete (`epoch-monotonic`).
-- Expiry is judged by the store's clock, read inside the write lock (`store-clock`).
+- Expiry is judged by the store's clock, read inside the write lock (`store-clock`); the factory
+  takes `clock=` and the store declares `injectable_clock = True`, so suites can drive it.
 - Blobs live in the same database, so a blob write and its fence commit together.
 - SQLite's busy and locked errors become `StoreBusyError` here and nowhere else; the
   transaction is rolled back first, so nothing was written.
@@ -109,6 +110,8 @@ class SqliteStore:
     """The fenced run store over one SQLite file, safe across processes."""
 
     fenced_writes = True
+    #: the factory takes `clock=` and expiry is judged by it alone (CONTRACT: an injectable clock)
+    injectable_clock = True
     _APPEND_SQL = "INSERT INTO journal (run_id, seq, payload) SELECT ?, ?, ? WHERE "
 
     def __init__(

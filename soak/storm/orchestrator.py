@@ -202,7 +202,7 @@ class _Storm:
 
     def check_call_timeouts(self) -> None:
         """SIGKILL a worker whose store call has run longer than `call_timeout_s` (not counting pauses)."""
-        limit = int(self.sc.call_timeout_s * 1e9)
+        limit = int(self.sc.call_bound_s * 1e9)
         now = now_ns()
         for h in self.live():
             if h.killed or h.paused_since is not None or not h.state[IN_CALL]:
@@ -213,7 +213,7 @@ class _Storm:
                 surface = call_state(h)["surface"] or "?"
                 self.hung[surface] = self.hung.get(surface, 0) + 1
                 self.nemesis.kill(h, "timeout-kill", elapsed_ms=round(elapsed / 1e6, 1),
-                                  call_timeout_s=self.sc.call_timeout_s)
+                                  call_bound_s=self.sc.call_bound_s)
 
     def boot_error(self) -> str | None:
         """A message when no worker could boot the store (and none is still trying)."""
@@ -275,7 +275,7 @@ class _Storm:
         )
         proc.start()
         # process start and boot, a few calls' worth of call timeouts, the probe's 1.2 x ttl wait
-        limit = 5.0 + 3 * self.sc.call_timeout_s + 1.2 * self.sc.lease_ttl_ms / 1000.0
+        limit = 5.0 + 3 * self.sc.call_bound_s + 1.2 * self.sc.lease_ttl_ms / 1000.0
         proc.join(limit)
         if proc.is_alive():
             proc.kill()
@@ -351,7 +351,7 @@ class _Storm:
         info.status = status
         if self.hung and info.error is None:
             calls = ", ".join(f"{f} x{n}" for f, n in sorted(self.hung.items()))
-            info.error = (f"store calls hung past call_timeout_s={self.sc.call_timeout_s:g} s and were killed "
+            info.error = (f"store calls hung past call_timeout_s={self.sc.call_bound_s:g} s and were killed "
                           f"({calls}); their operations are unknown")
         extra["hung_calls"] = dict(self.hung)
         extra["strikes"] = dict(self.nemesis.strikes)

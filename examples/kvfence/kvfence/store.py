@@ -118,6 +118,8 @@ class KvFenceStore:
     """One fencing domain over `<location>/log.jsonl`, safe across processes and threads."""
 
     fenced_writes = True
+    #: `clock=` from the factory judges expiry (CONTRACT: the injectable clock capability)
+    injectable_clock = True
 
     def __init__(self, location: str, lease_ttl_ms: int, *, lock_timeout_s: float = 5.0,
                  clock: Callable[[], float] = time.time) -> None:

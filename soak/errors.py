@@ -2,7 +2,15 @@
 
 from __future__ import annotations
 
-__all__ = ["HarnessError", "StoreSpecError", "StoreBootError", "ScenarioError", "RunDirError"]
+__all__ = ["HarnessCrash", "HarnessError", "RunDirError", "ScenarioError", "StoreBootError", "StoreSpecError",
+           "TRACEBACK_FILE", "crash", "save_traceback"]
+
+import time
+import traceback
+from pathlib import Path
+
+#: Where a command that crashed leaves its traceback, inside the directory it was writing (a run directory).
+TRACEBACK_FILE = "soak-traceback.txt"
 
 
 class HarnessError(Exception):
@@ -33,3 +41,31 @@ class RunDirError(HarnessError, ValueError):
     """A run directory that is missing or not a soak run."""
 
     exit_code = 2
+
+
+class HarnessCrash(HarnessError):
+    """soak itself failed unexpectedly: nothing can be concluded (exit 3, inconclusive). The message is one line
+    naming the exception and the file its traceback was saved to."""
+
+    exit_code = 3
+
+
+def save_traceback(directory: str | Path, exc: BaseException, what: str = "soak") -> Path:
+    """Append `exc`'s traceback to `directory/soak-traceback.txt` (made if needed) and return the file's path."""
+    path = Path(directory) / TRACEBACK_FILE
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a", encoding="utf-8") as fh:
+        fh.write(f"--- {what}, {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}\n")
+        fh.write("".join(traceback.format_exception(exc)))
+    return path
+
+
+def crash(exc: BaseException, directory: str | Path, what: str = "soak") -> HarnessCrash:
+    """The `HarnessCrash` for an unexpected `exc`, its traceback saved under `directory` (raise it `from exc`)."""
+    try:
+        where = f"traceback in {save_traceback(directory, exc, what)}"
+    except OSError as err:
+        where = f"traceback not saved ({err.strerror or err})"
+    text = " ".join(str(exc).split())[:300] or "(no message)"
+    return HarnessCrash(f"{what} failed unexpectedly: {type(exc).__name__}: {text}; {where}; this is a soak bug "
+                        "or an environment problem, and nothing was concluded (inconclusive)")

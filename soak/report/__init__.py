@@ -15,7 +15,6 @@ from typing import Any
 from soak.clauses import clause_title
 from soak.report.data import RunData, load_run_data
 from soak.report.junit import junit_xml
-from soak.report.plots import activity_png, latency_png, latency_table, timeline_png, workers_png
 
 __all__ = ["build_report", "configure_parser", "run_cli"]
 
@@ -68,6 +67,8 @@ def _violations_html(verdict: dict[str, Any]) -> str:
 
 
 def render_html(data: RunData, images: dict[str, bytes]) -> str:
+    from soak.report.plots import latency_table  # matplotlib: imported only when a report is built
+
     info = data.info
     verdict = data.verdict or {"result": "inconclusive", "violations": [], "reasons": ["no verdict.json in the run"]}
     result = verdict.get("result", "inconclusive")
@@ -120,6 +121,8 @@ def render_html(data: RunData, images: dict[str, bytes]) -> str:
 
 def build_report(run_dir: str | os.PathLike[str]) -> Path:
     """Write report.html, the PNG plots and junit.xml into `run_dir`; return the HTML path."""
+    from soak.report.plots import activity_png, latency_png, timeline_png, workers_png  # matplotlib, only here
+
     data = load_run_data(run_dir)
     images = {
         "timeline": timeline_png(data),

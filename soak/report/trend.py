@@ -7,13 +7,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-
-from soak.errors import RunDirError  # noqa: E402
-from soak.rundir import RUN_INFO, VERDICT_FILE, load_run_info  # noqa: E402
+from soak.errors import RunDirError
+from soak.rundir import RUN_INFO, VERDICT_FILE, load_run_info
 
 __all__ = ["TrendPoint", "collect", "configure_parser", "run_cli", "trend_png"]
 
@@ -61,6 +56,11 @@ def collect(root: str | os.PathLike[str]) -> list[TrendPoint]:
 
 def trend_png(points: list[TrendPoint]) -> bytes:
     import io
+
+    import matplotlib  # imported here, not at module level: `soak trend --help` need not pay for it
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
 
     fig, (a1, a2) = plt.subplots(2, 1, figsize=(12, 6), sharex=True)
     xs = list(range(len(points)))

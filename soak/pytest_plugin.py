@@ -1,8 +1,10 @@
-"""pytest plugin (entry point `soak`): `--store SPEC` and `--soak-profile` for the model suites.
+"""pytest plugin (entry point `soak`): `--soak-store SPEC` and `--soak-profile` for the model suites.
 
 A thin layer over `soak.model`: the `soak_store` fixture is the resolved store target and
-`soak_settings` the Hypothesis settings of the chosen profile, so `pytest models --store memory:`
-runs the same machine as `soak model --store memory:`.
+`soak_settings` the Hypothesis settings of the chosen profile, so `pytest --soak-store memory:`
+runs the same machine as `soak model --store memory:`. Every option is namespaced `--soak-*`, so a
+project's own `--store` option keeps working with the plugin installed; soak's own model suite
+adds `--store` as an alias in `models/conftest.py` (`pytest models --store memory:`).
 """
 
 from __future__ import annotations
@@ -10,14 +12,16 @@ from __future__ import annotations
 import pytest
 
 DEFAULT_STORE = "sqlite:"
+#: the option destination of `--soak-store` (an alias such as the models suite's `--store` uses the same)
+STORE_DEST = "soak_store"
 _PROFILES = ("ci", "dev", "nightly")  # mirrors soak.model.PROFILES; kept here so loading stays cheap
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("soak", "soak store models")
     group.addoption(
-        "--store",
-        dest="soak_store",
+        "--soak-store",
+        dest=STORE_DEST,
         default=DEFAULT_STORE,
         metavar="SPEC",
         help=f"store spec the soak model suites run against (default: {DEFAULT_STORE})",
@@ -32,7 +36,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    spec = config.getoption("soak_store", DEFAULT_STORE)
+    spec = config.getoption(STORE_DEST, DEFAULT_STORE)
     if spec != DEFAULT_STORE:  # a bad spec is a one-line usage error, before any test runs
         from soak.errors import HarnessError
         from soak.stores import resolve
@@ -40,15 +44,15 @@ def pytest_configure(config: pytest.Config) -> None:
         try:
             resolve(spec)
         except HarnessError as exc:
-            raise pytest.UsageError(f"--store: {exc}") from None
+            raise pytest.UsageError(f"--soak-store: {exc}") from None
 
 
 @pytest.fixture(scope="session")
 def soak_store(pytestconfig: pytest.Config):
-    """The `soak.stores.StoreTarget` named by `--store`."""
+    """The `soak.stores.StoreTarget` named by `--soak-store`."""
     from soak.stores import resolve
 
-    return resolve(pytestconfig.getoption("soak_store"))
+    return resolve(pytestconfig.getoption(STORE_DEST))
 
 
 @pytest.fixture(scope="session")

@@ -2,8 +2,12 @@
 
 A scenario is a frozen `Scenario`. `load_scenario("smoke")` reads the preset shipped inside the
 package (`soak/scenarios/smoke.toml`, mirrored at the repo root as `scenarios/`); a path loads
-that file. Unknown keys and bad values raise `ScenarioError` naming the key and what it accepts.
-`dump_scenario` writes the scenario back as TOML: the run directory keeps the one that ran.
+that file. A file builds on a preset, named by its key `base` (default `smoke`): every key it
+omits, and every `mix` and `quorum` key it omits, is the preset's. `smoke` is the root: it builds
+on the `Scenario` defaults, which equal it, so `Scenario()` is the smoke storm. A quorum
+threshold of 0 is no threshold. Unknown keys and bad values raise `ScenarioError` naming the key
+and what it accepts. `dump_scenario` writes every key back as TOML: the run directory keeps the
+scenario that ran, and it reloads to an equal `Scenario`.
 """
 
 from __future__ import annotations
@@ -21,8 +25,10 @@ from soak.errors import ScenarioError
 
 __all__ = [
     "ACCEPT_SURFACES",
+    "BASE_KEY",
     "MIX_KEYS",
     "QUORUM_KEYS",
+    "ROOT_PRESET",
     "STALE_SURFACES",
     "Scenario",
     "dump_scenario",
@@ -61,14 +67,30 @@ MIX_KEYS: tuple[str, ...] = (
     "append", "put_meta", "blob_put", "blob_delete", "renew", "side_cycle", "cross", "order_probe", "read",
     "edge",
 )
-_DEFAULT_MIX = {"append": 30, "put_meta": 20, "blob_put": 15, "blob_delete": 10, "renew": 8,
-                "side_cycle": 10, "cross": 7, "order_probe": 3, "read": 10,
-                "edge": 8}
+#: The preset every other builds on (a file without `base` builds on it); it builds on the `Scenario` defaults.
+ROOT_PRESET = "smoke"
+
+# The smoke preset's tables, the `Scenario` defaults (soak/scenarios/smoke.toml spells the same; a test holds them equal)
+_DEFAULT_MIX = {"append": 30.0, "put_meta": 20.0, "blob_put": 15.0, "blob_delete": 10.0, "renew": 8.0,
+                "side_cycle": 10.0, "cross": 7.0, "order_probe": 3.0, "read": 10.0, "edge": 8.0}
+_DEFAULT_QUORUM = {
+    "takeovers": 40, "stale_refusals": 100,
+    "stale_append": 10, "stale_put_meta": 10, "stale_blob_put": 10, "stale_blob_delete": 10, "stale_delete": 10,
+    "stale_renew": 10, "stale_release": 10, "stale_cross": 10,
+    "accepted_append": 50, "accepted_put_meta": 30, "accepted_blob_put": 20, "accepted_blob_delete": 10,
+    "accepted_renew": 10,
+    "deletion_cycles": 10, "cross_refusals": 10, "stalls": 10, "pauses": 5, "pauses_in_call": 1, "kills": 2,
+}
 
 
 @dataclass(frozen=True)
 class Scenario:
-    """Every knob of one storm. Times in seconds unless the name says `_ms`."""
+    """Every knob of one storm. Times in seconds unless the name says `_ms`.
+
+    The defaults are the smoke preset's (`Scenario()` storms as `load_scenario("smoke")` does). `mix` holds a
+    weight for every `MIX_KEYS` key (one it leaves out is 0); `quorum` holds the thresholds above 0 (a
+    threshold of 0 is none, and is dropped).
+    """
 
     name: str = "custom"
     workload: str = "runs"
@@ -78,7 +100,7 @@ class Scenario:
     runs: int = 3
     side_runs: int = 2
     seed: int = 0  # 0: pick one at random (the chosen seed is recorded in the run directory)
-    time_bound_s: float = 60.0
+    time_bound_s: float = 90.0
     # the `call-returns` bound on one store call; 0: derived from the ttl (20 x ttl, at least 2 s)
     call_timeout_s: float = 0.0
     grace_s: float = 2.0
@@ -88,13 +110,13 @@ class Scenario:
     blob_names: int = 4
     busy_retries: int = 3
     # cooperative stalls
-    stall_prob: float = 0.4
+    stall_prob: float = 0.3
     stall_factor: float = 1.4
     # the share of tenures that end with a struck edge write (the worker stops itself inside it,
     # soak.storm.strike, and the nemesis holds it past the lease while a successor takes over);
     # also the chance an `edge` write of the mix is struck. Tenures end with a stall
     # (stall_prob), a strike (strike_prob) or else a release.
-    strike_prob: float = 0.0
+    strike_prob: float = 0.55
     # real pauses (SIGSTOP ... SIGCONT); 0 disables
     pause_interval_s: float = 0.8
     pause_ms: int = 0  # 0: 1.6 x lease_ttl_ms
@@ -105,7 +127,12 @@ class Scenario:
     # end the storm at the first suspect operation (see `soak.storm.quorum`); the checker still judges
     stop_on_suspect: bool = False
     mix: dict[str, float] = field(default_factory=lambda: dict(_DEFAULT_MIX))
-    quorum: dict[str, int] = field(default_factory=dict)
+    quorum: dict[str, int] = field(default_factory=lambda: dict(_DEFAULT_QUORUM))
+
+    def __post_init__(self) -> None:
+        # one spelling per storm, so equal storms compare equal: every mix key, no zero threshold
+        object.__setattr__(self, "mix", {**dict.fromkeys(MIX_KEYS, 0.0), **self.mix})
+        object.__setattr__(self, "quorum", {k: v for k, v in self.quorum.items() if v})
 
     @property
     def effective_pause_ms(self) -> int:
@@ -182,6 +209,8 @@ _FIELDS: dict[str, tuple[Any, str]] = {
     "stop_on_suspect": _bool(),
 }
 _TABLES = ("mix", "quorum")
+#: The key naming the preset a scenario file builds on; not a `Scenario` field (the loaded scenario is complete).
+BASE_KEY = "base"
 
 
 def preset_names() -> list[str]:
@@ -190,27 +219,32 @@ def preset_names() -> list[str]:
                   if p.name.endswith(".toml"))
 
 
+def _preset_text(name: str) -> str:
+    return resources.files("soak").joinpath("scenarios", f"{name}.toml").read_text()
+
+
 def _where(source: str) -> str:
     return f"scenario {source}"
 
 
+def _known_keys() -> str:
+    return ", ".join(sorted([*_FIELDS, *_TABLES, BASE_KEY]))
+
+
 def _build(data: dict[str, Any], source: str) -> Scenario:
-    """Validate a parsed TOML mapping (overrides already merged) into a `Scenario`."""
+    """Validate a parsed TOML mapping (its base and the overrides already merged in) into a `Scenario`."""
     base = Scenario()
     kwargs: dict[str, Any] = {}
     for key, value in data.items():
         if key in _TABLES:
             continue
         if key not in _FIELDS:
-            raise ScenarioError(
-                f"{_where(source)}: unknown key {key!r}; known keys are "
-                f"{', '.join(sorted([*_FIELDS, *_TABLES]))}"
-            )
+            raise ScenarioError(f"{_where(source)}: unknown key {key!r}; known keys are {_known_keys()}")
         check, accepts = _FIELDS[key]
         if not check(value):
             raise ScenarioError(f"{_where(source)}: key {key!r} must be {accepts}, got {value!r}")
         kwargs[key] = float(value) if isinstance(getattr(base, key), float) else value
-    mix = dict(_DEFAULT_MIX)
+    mix = dict(base.mix)
     raw_mix = data.get("mix", {})
     if not isinstance(raw_mix, dict):
         raise ScenarioError(f"{_where(source)}: 'mix' must be a table of weights ({', '.join(MIX_KEYS)})")
@@ -222,7 +256,7 @@ def _build(data: dict[str, Any], source: str) -> Scenario:
         mix[key] = float(value)
     if sum(mix.values()) <= 0:
         raise ScenarioError(f"{_where(source)}: the weights in 'mix' sum to 0; give at least one a weight > 0")
-    quorum: dict[str, int] = {}
+    quorum = dict(base.quorum)
     raw_quorum = data.get("quorum", {})
     if not isinstance(raw_quorum, dict):
         raise ScenarioError(f"{_where(source)}: 'quorum' must be a table of thresholds ({', '.join(QUORUM_KEYS)})")
@@ -232,7 +266,8 @@ def _build(data: dict[str, Any], source: str) -> Scenario:
                 f"{_where(source)}: unknown key 'quorum.{key}'; quorum keys are {', '.join(QUORUM_KEYS)}"
             )
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            raise ScenarioError(f"{_where(source)}: key 'quorum.{key}' must be an integer >= 0, got {value!r}")
+            raise ScenarioError(f"{_where(source)}: key 'quorum.{key}' must be an integer >= 0 "
+                                f"(0: no threshold), got {value!r}")
         quorum[key] = value
     scenario = dataclasses.replace(base, mix=mix, quorum=quorum, **kwargs)
     if scenario.stall_prob + scenario.strike_prob > 1:
@@ -270,15 +305,61 @@ def _merge(data: dict[str, Any], overrides: dict[str, Any] | None, source: str) 
     merged = {k: (dict(v) if isinstance(v, dict) else v) for k, v in data.items()}
     for key, value in (overrides or {}).items():
         head, dot, tail = key.partition(".")
+        if key == BASE_KEY:
+            raise ScenarioError(
+                f"{_where(source)}: override {key!r} cannot change the preset a scenario builds on (the file's "
+                "keys would still win over it); choose the preset itself, e.g. --scenario nightly"
+            )
         if dot:
             if head not in _TABLES:
                 raise ScenarioError(
                     f"{_where(source)}: override {key!r} names no table; tables are {', '.join(_TABLES)}"
                 )
-            merged.setdefault(head, {})[tail] = value
+            table = merged.setdefault(head, {})
+            if not isinstance(table, dict):
+                raise ScenarioError(f"{_where(source)}: {head!r} must be a table, so {key!r} has nowhere to go")
+            table[tail] = value
         else:
             merged[key] = value
     return merged
+
+
+def _overlay(under: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    """`over` on top of `under`: a key of `over` wins; the `mix` and `quorum` tables merge key by key."""
+    out = {k: (dict(v) if isinstance(v, dict) else v) for k, v in under.items()}
+    for key, value in over.items():
+        if key in _TABLES and isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key].update(value)
+        else:
+            out[key] = value
+    return out
+
+
+def _on_base(data: dict[str, Any], source: str, preset: str | None, chain: tuple[str, ...] = ()) -> dict[str, Any]:
+    """`data` merged over the preset it builds on (`base`, default smoke), and that over its own base.
+
+    `preset` is the preset `data` was read from (None for a file): the root preset without a `base` builds on
+    the `Scenario` defaults, which `_build` starts from.
+    """
+    own = {k: v for k, v in data.items() if k != BASE_KEY}
+    base = data.get(BASE_KEY)
+    if base is None:
+        if preset == ROOT_PRESET:
+            return own
+        base = ROOT_PRESET
+    names = preset_names()
+    if not isinstance(base, str) or base not in names:
+        raise ScenarioError(
+            f"{_where(source)}: key 'base' must name the preset this scenario builds on, one of "
+            f"{', '.join(names)}; got {base!r}"
+        )
+    here = (*chain, preset or source)
+    if base in here:
+        raise ScenarioError(f"{_where(source)}: presets build on each other in a circle: "
+                            f"{' -> '.join([*here, base])}; give one of them another base")
+    under = _on_base(_read_preset(base), base, base, here)
+    under.pop("name", None)  # a scenario is named by its own file, never by its base
+    return _overlay(under, own)
 
 
 def _read_toml(path: Path, label: str) -> dict[str, Any]:
@@ -293,13 +374,22 @@ def _read_toml(path: Path, label: str) -> dict[str, Any]:
         raise ScenarioError(f"scenario file {label} is not valid TOML: {exc}") from exc
 
 
+def _read_preset(name: str) -> dict[str, Any]:
+    try:
+        return tomllib.loads(_preset_text(name))
+    except tomllib.TOMLDecodeError as exc:
+        raise ScenarioError(f"scenario file {name} (soak/scenarios/{name}.toml) is not valid TOML: {exc}") from exc
+
+
 def load_scenario(name_or_path: str | os.PathLike[str] = "smoke", overrides: dict[str, Any] | None = None) -> Scenario:
     """Load a preset by bare name (`smoke`, `nightly`, `certify`) or a TOML file by path.
 
+    A file builds on the preset its key `base` names (default `smoke`): what it omits is the preset's.
     `overrides` maps keys (or `quorum.<key>` / `mix.<key>`) to values and wins over the file.
     """
     text = str(name_or_path)
     is_path = isinstance(name_or_path, os.PathLike) or "/" in text or text.endswith(".toml")
+    preset: str | None = None
     if is_path:
         path = Path(text)
         data = _read_toml(path, str(path))
@@ -307,18 +397,13 @@ def load_scenario(name_or_path: str | os.PathLike[str] = "smoke", overrides: dic
     else:
         if not text or not text.replace("-", "_").isidentifier():
             raise ScenarioError(f"scenario name {text!r} is not a preset name; use one of {', '.join(preset_names())}")
-        resource = resources.files("soak").joinpath("scenarios", f"{text}.toml")
-        if not resource.is_file():
+        if text not in preset_names():
             raise ScenarioError(
                 f"no scenario preset {text!r}; use one of {', '.join(preset_names())} or a path to a .toml file"
             )
-        label = f"{text} (soak/scenarios/{text}.toml)"
-        try:
-            data = tomllib.loads(resource.read_text())
-        except tomllib.TOMLDecodeError as exc:
-            raise ScenarioError(f"scenario file {label} is not valid TOML: {exc}") from exc
-        default_name = text
-    data = _merge(data, overrides, text)
+        data = _read_preset(text)
+        default_name = preset = text
+    data = _on_base(_merge(data, overrides, text), text, preset)
     data.setdefault("name", default_name)
     return _build(data, text)
 
@@ -336,15 +421,20 @@ def _toml_value(v: Any) -> str:
 
 
 def dump_scenario(scenario: Scenario) -> str:
-    """The scenario as TOML text that `load_scenario` reads back to an equal `Scenario`."""
-    lines = ["# soak storm scenario (as run)"]
+    """The scenario as TOML text that `load_scenario` reads back to an equal `Scenario`.
+
+    Every key is written, every mix weight and every quorum threshold (0 where it has none), so the
+    preset it builds on contributes nothing: the file stays the storm that ran, whatever the presets say later.
+    """
+    lines = ["# soak storm scenario (as run): every key, so no preset's value applies"]
     for f in dataclasses.fields(scenario):
         if f.name in _TABLES:
             continue
         lines.append(f"{f.name} = {_toml_value(getattr(scenario, f.name))}")
-    for table in _TABLES:
+    tables = {"mix": scenario.mix, "quorum": {**dict.fromkeys(QUORUM_KEYS, 0), **scenario.quorum}}
+    for table, values in tables.items():
         lines.append("")
         lines.append(f"[{table}]")
-        for key, value in getattr(scenario, table).items():
+        for key, value in values.items():
             lines.append(f"{key} = {_toml_value(value)}")
     return "\n".join(lines) + "\n"

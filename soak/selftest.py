@@ -338,6 +338,9 @@ def run_cli(args: argparse.Namespace) -> int:
     def say(msg: str) -> None:
         print(msg, file=sys.stderr, flush=True)
 
+    if args.json and not Path(args.json).parent.is_dir():  # refuse before the storms, not after them
+        raise SelftestUsageError(f"--json {args.json}: no directory {Path(args.json).parent}; pass a FILE in an "
+                                 "existing directory")
     report = selftest(
         runs=args.runs,
         mutants=args.mutants,
@@ -352,6 +355,7 @@ def run_cli(args: argparse.Namespace) -> int:
         try:
             Path(args.json).write_text(json.dumps(report.to_dict(), indent=1) + "\n")
         except OSError as exc:
-            raise HarnessError(f"cannot write {args.json}: {exc.strerror or exc}; pass a writable --json FILE") from exc
+            raise SelftestUsageError(f"cannot write {args.json}: {exc.strerror or exc}; "
+                                     "pass a writable --json FILE") from exc
     print(f"run directories: {report.out_root}")
     return report.exit_code

@@ -256,3 +256,22 @@ def test_top_level_help_lists_every_command(capsys):
     out = capsys.readouterr().out
     for name, (_module, help_text) in SUBCOMMANDS.items():
         assert name in out and help_text[:30] in out
+
+
+def test_selftest_json_to_a_missing_directory_is_refused_before_any_storm(tmp_path, monkeypatch, capsys):
+    import soak.selftest
+
+    monkeypatch.setattr(soak.selftest, "selftest", _raiser(AssertionError("no storm may run")))
+    assert main(["selftest", "--json", str(tmp_path / "no-such-dir" / "report.json")]) == 2
+    assert "no directory" in _one_line(capsys.readouterr().err)
+
+
+def test_selftest_json_that_cannot_be_written_is_a_usage_error_not_a_fail(tmp_path, monkeypatch, capsys):
+    import soak.selftest
+
+    report = soak.selftest.SelftestReport(1, "smoke", str(tmp_path))
+    assert report.exit_code == 0
+    monkeypatch.setattr(soak.selftest, "selftest", lambda **_kw: report)
+    (tmp_path / "taken").mkdir()
+    assert main(["selftest", "--json", str(tmp_path / "taken")]) == 2
+    assert f"cannot write {tmp_path / 'taken'}" in _one_line(capsys.readouterr().err)

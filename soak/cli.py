@@ -130,7 +130,7 @@ def crash_dir(command: str | None, args: argparse.Namespace | None) -> Path:
     value = getattr(args, attr, None) if attr and args is not None else None
     if value:
         path = Path(value)
-        if path.is_dir():
+        if path.is_dir() and os.access(path, os.W_OK):
             return path
         if makes and not path.exists():
             try:

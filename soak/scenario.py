@@ -233,7 +233,7 @@ def _known_keys() -> str:
 
 def _build(data: dict[str, Any], source: str) -> Scenario:
     """Validate a parsed TOML mapping (its base and the overrides already merged in) into a `Scenario`."""
-    base = Scenario()
+    defaults = Scenario()  # the root preset's values: every key the data (and its bases) left out
     kwargs: dict[str, Any] = {}
     for key, value in data.items():
         if key in _TABLES:
@@ -243,8 +243,8 @@ def _build(data: dict[str, Any], source: str) -> Scenario:
         check, accepts = _FIELDS[key]
         if not check(value):
             raise ScenarioError(f"{_where(source)}: key {key!r} must be {accepts}, got {value!r}")
-        kwargs[key] = float(value) if isinstance(getattr(base, key), float) else value
-    mix = dict(base.mix)
+        kwargs[key] = float(value) if isinstance(getattr(defaults, key), float) else value
+    mix = dict(defaults.mix)
     raw_mix = data.get("mix", {})
     if not isinstance(raw_mix, dict):
         raise ScenarioError(f"{_where(source)}: 'mix' must be a table of weights ({', '.join(MIX_KEYS)})")
@@ -256,7 +256,7 @@ def _build(data: dict[str, Any], source: str) -> Scenario:
         mix[key] = float(value)
     if sum(mix.values()) <= 0:
         raise ScenarioError(f"{_where(source)}: the weights in 'mix' sum to 0; give at least one a weight > 0")
-    quorum = dict(base.quorum)
+    quorum = dict(defaults.quorum)
     raw_quorum = data.get("quorum", {})
     if not isinstance(raw_quorum, dict):
         raise ScenarioError(f"{_where(source)}: 'quorum' must be a table of thresholds ({', '.join(QUORUM_KEYS)})")
@@ -269,7 +269,7 @@ def _build(data: dict[str, Any], source: str) -> Scenario:
             raise ScenarioError(f"{_where(source)}: key 'quorum.{key}' must be an integer >= 0 "
                                 f"(0: no threshold), got {value!r}")
         quorum[key] = value
-    scenario = dataclasses.replace(base, mix=mix, quorum=quorum, **kwargs)
+    scenario = dataclasses.replace(defaults, mix=mix, quorum=quorum, **kwargs)
     if scenario.stall_prob + scenario.strike_prob > 1:
         raise ScenarioError(
             f"{_where(source)}: keys 'stall_prob' ({scenario.stall_prob:g}) and 'strike_prob' "

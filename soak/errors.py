@@ -14,9 +14,12 @@ TRACEBACK_FILE = "soak-traceback.txt"
 
 
 class HarnessError(Exception):
-    """Root of every error the harness raises on purpose. Its message is one line naming the fix."""
+    """Root of every error the harness raises on purpose. Its message is one line naming the fix.
 
-    exit_code = 1
+    Exit code 2 (usage or configuration) unless a subclass says otherwise: a deliberate harness error is never a
+    verdict, so it never exits 1 (fail) or 0."""
+
+    exit_code = 2
 
 
 class StoreSpecError(HarnessError, ValueError):

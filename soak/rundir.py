@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from soak.errors import RunDirError
-from soak.spi import FencedRunStore, JournalEntry, RunMeta, StoreError
+from soak.spi import FencedRunStore, JournalEntry, RunMeta
 
 __all__ = [
     "EVENTS_FILE",
@@ -53,8 +53,12 @@ class RunInfo:
     """What ran and how the storm ended.
 
     `status` is `quorum` (every threshold met), `timeout` (time bound hit first),
-    `interrupted` (Ctrl-C or a signal), `error` (`error` names the cause), or `suspect`
-    (stopped early at a suspect operation: `stop_on_suspect`).
+    `interrupted` (Ctrl-C or a signal), `suspect` (stopped early at a suspect operation:
+    `stop_on_suspect`), `workers-lost` (every worker ended on its own and the replacements were
+    used up), `error` (no worker could boot the store: `error` names the cause), or `crashed`
+    (the harness itself failed; `error` names the file holding the traceback). `call_bound_s`
+    is the `call-returns` bound the storm ran with (0 in run directories older than it: the
+    checker then derives it from the ttl).
     """
 
     soak_version: str
@@ -74,6 +78,7 @@ class RunInfo:
     quorum_reached: dict[str, int] = field(default_factory=dict)
     worker_seeds: dict[str, int] = field(default_factory=dict)
     environment: dict[str, Any] = field(default_factory=dict)
+    call_bound_s: float = 0.0
 
 
 def write_json(path: str | os.PathLike[str], obj: Any) -> None:
@@ -116,7 +121,13 @@ class Snapshot:
 
 
 def read_snapshot(store: FencedRunStore, run_ids: list[str], *, probe: bool = True) -> Snapshot:
-    """Read every run's journal, meta and blobs, then probe each run's epoch with an acquire."""
+    """Read every run's journal, meta and blobs, then probe each run's epoch with an acquire.
+
+    `StoreBusyError` is retried (`soak.retry`): busy means nothing happened. Any other error is recorded in
+    `read_errors` (the checker cannot diff what it could not read) rather than raised.
+    """
+    from soak.retry import retry_busy
+
     journals: dict[str, list[JournalEntry]] = {}
     metas: dict[str, RunMeta | None] = {}
     blobs: dict[str, dict[str, bytes]] = {}
@@ -124,18 +135,19 @@ def read_snapshot(store: FencedRunStore, run_ids: list[str], *, probe: bool = Tr
     listed: list[str] = []
     for run in run_ids:
         try:
-            journals[run] = list(store.load(run))
-            metas[run] = store.get_meta(run)
-            refs = store.transcripts.list(run)
+            journals[run] = list(retry_busy(lambda: store.load(run), f"load({run!r})"))
+            metas[run] = retry_busy(lambda: store.get_meta(run), f"get_meta({run!r})")
+            refs = retry_busy(lambda: store.transcripts.list(run), f"transcripts.list({run!r})")
             blobs[run] = {}
             for ref in refs:
-                data = store.transcripts.get(ref)
+                data = retry_busy(lambda: store.transcripts.get(ref), f"transcripts.get({ref!r})")
                 if data is not None:
                     blobs[run][ref] = bytes(data)
         except Exception as exc:  # a store that cannot be read is itself evidence
+            journals.pop(run, None)
             errors.append(f"reading run {run}: {type(exc).__name__}: {exc}")
     try:
-        listed = sorted(m.run_id for m in store.list_runs())
+        listed = sorted(m.run_id for m in retry_busy(store.list_runs, "list_runs()"))
     except Exception as exc:
         errors.append(f"list_runs: {type(exc).__name__}: {exc}")
     probes: dict[str, dict[str, Any]] = {}
@@ -143,11 +155,11 @@ def read_snapshot(store: FencedRunStore, run_ids: list[str], *, probe: bool = Tr
         time.sleep(store.lease_ttl_ms * 1.2 / 1000.0)
         for run in run_ids:
             try:
-                lease = store.acquire(run, "soak-final-probe")
+                lease = retry_busy(lambda: store.acquire(run, "soak-final-probe"), f"acquire({run!r})")
                 probes[run] = {"epoch": lease.epoch}
                 try:
-                    store.release(lease)
-                except StoreError:
+                    retry_busy(lambda: store.release(lease), "release of the probe's lease")
+                except Exception:  # noqa: BLE001 - the probe's own lease: its release proves nothing
                     pass
             except Exception as exc:
                 probes[run] = {"error": type(exc).__name__, "message": str(exc)[:300]}

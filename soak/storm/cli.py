@@ -68,6 +68,7 @@ def _update_latest(run_dir: Path) -> None:
 
 def run_cli(args: argparse.Namespace) -> int:
     from soak.check import check_run
+    from soak.errors import crash
     from soak.stores import resolve
     from soak.storm.orchestrator import default_run_dir, ensure_shared, run_storm
 
@@ -102,7 +103,7 @@ def run_cli(args: argparse.Namespace) -> int:
     try:
         verdict = check_run(run_dir)
     except Exception as exc:  # a checker that crashes is inconclusive, never pass
-        print(f"verdict: inconclusive (the checker raised {type(exc).__name__}: {exc})")
+        print(f"verdict: inconclusive ({crash(exc, run_dir, 'the checker')})")
         print(f"run directory: {run_dir}")
         return EXIT_INCONCLUSIVE
     status = verdict.result

@@ -45,7 +45,7 @@ from soak.storm.worker import (
     WANTED,
 )
 
-__all__ = ["Nemesis", "WorkerHandle", "call_state"]
+__all__ = ["Nemesis", "WorkerHandle", "call_elapsed_ns", "call_state"]
 
 _AIM_S = 0.05  # how long an aimed strike watches for a worker inside a store call
 _MUTATION_CODES = frozenset(SURFACES.index(f) for f in MUTATIONS)
@@ -106,6 +106,16 @@ def call_state(handle: WorkerHandle) -> dict[str, Any]:
         "surface": SURFACES[code] if in_call and 0 <= code < len(SURFACES) else None,
         "call_ms": round((now_ns() - int(st[SINCE_NS])) / 1e6, 3) if in_call else None,
     }
+
+
+def call_elapsed_ns(handle: WorkerHandle, now: int) -> int:
+    """How long the worker's store call in flight has run, not counting the time the nemesis held it paused
+    (0 when it is not inside a call)."""
+    st = handle.state
+    if not st[IN_CALL]:
+        return 0
+    paused = now - handle.paused_since if handle.paused_since is not None else 0
+    return now - int(st[SINCE_NS]) - handle.pause_credit.get(int(st[OP_INDEX]), 0) - paused
 
 
 def _proc_state(pid: int) -> bytes:
@@ -187,7 +197,11 @@ class Nemesis:
         (a stop of microseconds) and try again. The recorded `in_call` is always read after
         the kernel reports the process stopped: it is the truth, not the aim.
         """
-        candidates = [w for w in workers if w.running() and w.paused_since is None]
+        # A call that has run past the ttl is waiting out a held lock, or hangs: leave it to run to the call-returns
+        # bound, where a hang is proved, instead of cutting it short unknown.
+        now = now_ns()
+        stuck = self.sc.lease_ttl_ms * 1_000_000
+        candidates = [w for w in workers if w.running() and w.paused_since is None and call_elapsed_ns(w, now) < stuck]
         if not candidates:
             return None
         attempts = 0

@@ -23,9 +23,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+import dill
 import psutil
 
-from soak.errors import HarnessError, ScenarioError
+from soak.errors import HarnessError, ScenarioError, crash
 from soak.history import HistoryWriter, now_ns
 from soak.rundir import (
     EVENTS_FILE,
@@ -39,7 +40,7 @@ from soak.rundir import (
 )
 from soak.scenario import Scenario, dump_scenario
 from soak.stores import redact
-from soak.storm.nemesis import Nemesis, WorkerHandle, call_state
+from soak.storm.nemesis import Nemesis, WorkerHandle, call_elapsed_ns, call_state
 from soak.storm.quorum import QuorumTracker
 from soak.storm.worker import (
     BOOT_FAILED,
@@ -55,13 +56,15 @@ from soak.storm.worker import (
     WorkerSpec,
     derive_seed,
     process_name,
-    worker_main,
+    worker_entry,
 )
 from soak.workloads import get_workload
 
 __all__ = ["default_run_dir", "run_storm"]
 
 _TICK_S = 0.005
+#: Boots tried per worker slot while no worker has booted yet.
+_BOOT_TRIES = 3
 STORE_DIR = "store"
 QUORUM_FILE = "quorum.jsonl"
 
@@ -77,6 +80,16 @@ def default_run_dir(scenario_name: str, root: str | os.PathLike[str] = "reports"
     return path
 
 
+def _end(exitcode: int | None) -> dict[str, Any]:
+    """How a process ended, for an `exit` event: its status, and the signal's name when a signal ended it."""
+    if exitcode is not None and exitcode < 0:
+        try:
+            return {"exitcode": exitcode, "signal": signal.Signals(-exitcode).name}
+        except ValueError:
+            return {"exitcode": exitcode, "signal": f"signal {-exitcode}"}
+    return {"exitcode": exitcode}
+
+
 def _environment() -> dict[str, Any]:
     return {
         "python": sys.version.split()[0],
@@ -87,17 +100,60 @@ def _environment() -> dict[str, Any]:
     }
 
 
-def _snapshot_main(target: Any, location: str, ttl_ms: int, run_ids: list[str], run_dir: str, parent_pid: int) -> None:
-    """Child process: open a fresh store over the location, read the final state back, save it."""
+#: Boots the final-state reader tries before it gives up (a flaky bootstrap is evidence, not the end of the check).
+_SNAPSHOT_BOOTS = 5
+#: One line saying why the final state could not be read, left by the reader for the orchestrator.
+SNAPSHOT_ERROR = "snapshot-error.txt"
+
+
+def _snapshot_main(target_blob: bytes, location: str, ttl_ms: int, run_ids: list[str], run_dir: str,
+                   parent_pid: int) -> None:
+    """Child process: open a fresh store over the location, read the final state back, save it.
+
+    A boot that fails is retried (`_SNAPSHOT_BOOTS` times, backing off); whatever goes wrong leaves one line in
+    `snapshot-error.txt` and its traceback in the run directory, and what the store prints goes to
+    `snapshot.stderr`, never to the console.
+    """
+    from soak.errors import StoreBootError, save_traceback
     from soak.storm.worker import _die_with_parent
 
+    err = os.open(os.path.join(run_dir, "snapshot.stderr"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    os.dup2(err, 2)
+    os.close(err)
     _die_with_parent(parent_pid)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    store = target.open(location, ttl_ms, timeout_s=None)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+
+    def fail(line: str, status: int) -> None:
+        Path(run_dir, SNAPSHOT_ERROR).write_text(line + "\n")
+        os._exit(status)
+
     try:
-        save_snapshot(run_dir, read_snapshot(store, run_ids))
-    finally:
-        store.close()
+        target = dill.loads(target_blob)
+        store, errors = None, []
+        for attempt in range(_SNAPSHOT_BOOTS):
+            try:
+                store = target.open(location, ttl_ms, timeout_s=None)
+                break
+            except StoreBootError as exc:
+                errors.append(str(exc))
+                time.sleep(0.05 * 2 ** attempt)
+        if store is None:
+            fail(f"the final-state reader could not boot the store in {_SNAPSHOT_BOOTS} attempts (last: "
+                 f"{errors[-1]})", 3)
+        try:
+            save_snapshot(run_dir, read_snapshot(store, run_ids))
+        finally:
+            store.close()
+        if errors:
+            Path(run_dir, SNAPSHOT_ERROR + ".boots").write_text(
+                f"the final-state reader booted the store at attempt {len(errors) + 1}: " + "; ".join(errors) + "\n")
+    except BaseException as exc:  # noqa: BLE001 - the parent reports it in one line
+        if isinstance(exc, SystemExit) and exc.code == 0:
+            raise
+        where = save_traceback(run_dir, exc, "final-state reader")
+        fail(f"reading the final state back raised {type(exc).__name__}: {' '.join(str(exc).split())[:300]} "
+             f"(traceback in {where})", 1)
 
 
 class _Storm:
@@ -121,7 +177,7 @@ class _Storm:
         self.worker_seeds: dict[str, int] = {}
         self.respawns = 0
         self.unexpected_exits = 0
-        self.boot_deferred: list[int] = []  # slots whose worker failed to boot before any worker booted
+        self.boot_tries: dict[int, int] = {}  # slot -> boots tried while no worker had booted yet
         self.interrupted: str | None = None
         self.rng = random.Random(derive_seed(scenario.seed, -1, 0))
         self.events = HistoryWriter(run_dir / EVENTS_FILE, "nemesis")
@@ -141,8 +197,8 @@ class _Storm:
         self.worker_seeds[name] = seed
         spec = WorkerSpec(slot, inc, seed, self.target, str(self.location), self.sc, str(self.history_dir), os.getpid())
         state = self.mp.RawArray("q", SLOTS)
-        proc = self.mp.Process(target=worker_main, args=(spec, state, self.stop_flag, self.go_flag), name=name,
-                               daemon=True)
+        proc = self.mp.Process(target=worker_entry, args=(name, str(self.history_dir), dill.dumps(spec), state,
+                                                          self.stop_flag, self.go_flag), name=name, daemon=True)
         proc.start()
         handle = WorkerHandle(name, slot, inc, seed, proc, state)
         self.handles.append(handle)
@@ -165,30 +221,35 @@ class _Storm:
         return [h for h in self.handles if not h.reaped]
 
     def reap(self) -> None:
-        """Notice workers that ended; replace the ones the nemesis killed or that crashed."""
-        if self.boot_deferred and self.booted_any() and not self.stop_flag.value:
-            for slot in self.boot_deferred:
-                self.respawns += 1
-                self.spawn(slot, "replace worker that failed to boot")
-            self.boot_deferred.clear()
+        """Notice workers that ended; replace the ones the nemesis killed, and those that ended on their own.
+
+        Every end the nemesis did not cause is an `exit` event naming the exit status or signal, the phase and the
+        store call in flight (read from the worker's shared state, which outlives it): the checker judges it
+        (`no-crash` inside a call). Until some worker has booted, a failed boot is retried up to `_BOOT_TRIES`
+        times per slot (a store whose first boots fail and later ones come up is a `concurrent-boot` violation to
+        judge, not a store that cannot boot); after that, up to 3 x workers unexpected ends are replaced.
+        """
         for h in self.live():
             if h.process.is_alive():
                 continue
             h.process.join(0)
             h.reaped = True
-            phase = int(h.state[PHASE])
             if h.killed:
-                if not self.stop_flag.value:
+                if not self.stop_flag.value and not self.interrupted:
                     self.respawns += 1
                     self.spawn(h.slot, "replace killed worker")
                 continue
-            self.events.event("exit", {"target": h.name, "pid": h.pid, "exitcode": h.process.exitcode,
-                                       "phase": PHASES[phase] if 0 <= phase < len(PHASES) else phase})
-            if self.stop_flag.value:
+            phase = int(h.state[PHASE])
+            self.events.event("exit", {"target": h.name, "pid": h.pid, **_end(h.process.exitcode),
+                                       "phase": PHASES[phase] if 0 <= phase < len(PHASES) else phase,
+                                       **call_state(h)})
+            if self.stop_flag.value or self.interrupted:
                 continue
-            if phase == BOOT_FAILED and not self.booted_any():
-                # replaced only once some worker has booted: if none ever does, boot_error ends the storm
-                self.boot_deferred.append(h.slot)
+            if not self.booted_any():
+                tries = self.boot_tries[h.slot] = self.boot_tries.get(h.slot, 1) + 1
+                if tries <= _BOOT_TRIES:
+                    self.respawns += 1
+                    self.spawn(h.slot, f"retry the boot (attempt {tries} of {_BOOT_TRIES}): no worker has booted yet")
                 continue
             self.unexpected_exits += 1
             if self.unexpected_exits <= 3 * self.sc.workers:
@@ -201,31 +262,40 @@ class _Storm:
         return any(int(h.state[PHASE]) in (RUNNING, DONE) for h in self.handles)
 
     def check_call_timeouts(self) -> None:
-        """SIGKILL a worker whose store call has run longer than `call_timeout_s` (not counting pauses)."""
+        """SIGKILL a worker whose store call has run longer than the `call-returns` bound (not counting pauses)."""
         limit = int(self.sc.call_bound_s * 1e9)
         now = now_ns()
         for h in self.live():
             if h.killed or h.paused_since is not None or not h.state[IN_CALL]:
                 continue
             op = int(h.state[OP_INDEX])
-            elapsed = now - int(h.state[SINCE_NS]) - h.pause_credit.get(op, 0)
+            elapsed = call_elapsed_ns(h, now)
             if elapsed > limit and h.state[IN_CALL] and int(h.state[OP_INDEX]) == op:
                 surface = call_state(h)["surface"] or "?"
                 self.hung[surface] = self.hung.get(surface, 0) + 1
                 self.nemesis.kill(h, "timeout-kill", elapsed_ms=round(elapsed / 1e6, 1),
                                   call_bound_s=self.sc.call_bound_s)
 
-    def boot_error(self) -> str | None:
-        """A message when no worker could boot the store (and none is still trying)."""
-        if any(h.alive() for h in self.handles):
+    def ended(self) -> tuple[str, str] | None:
+        """Why the storm cannot go on, once no worker is left running: (status, message), or None.
+
+        `error`: no worker ever booted the store, every boot attempt having failed (or no worker could start): a
+        store that cannot boot here, a configuration problem. `workers-lost`: workers booted, but every one has
+        ended since and the replacements are used up; the history says why (the checker judges it).
+        """
+        if any(h.alive() for h in self.handles) or not self.handles:
             return None
-        if self.handles and all(int(h.state[PHASE]) == BOOT_FAILED for h in self.handles):
-            first = self.quorum.boot_failures[0] if self.quorum.boot_failures else "no message recorded"
-            return f"every worker failed to boot the store ({len(self.handles)} of {len(self.handles)}): {first}"
-        if self.handles:
-            crashes = self.quorum.crashes[:1] or self.quorum.boot_failures[:1] or ["no message recorded"]
-            return f"no worker left running (boot failures, crashes or exits): {crashes[0]}"
-        return None
+        if not self.booted_any():
+            crashes = [c for c in self.quorum.crashes if "starting" in c]
+            if crashes and not self.quorum.boot_failures:
+                return "error", (f"no worker process could start ({len(self.handles)} tried): {crashes[0]}; the "
+                                 "store factory must be importable in a fresh process (a module on sys.path, not "
+                                 "__main__)")
+            first = (self.quorum.boot_failures or self.quorum.crashes or ["no message recorded"])[0]
+            fix = "" if "fix the store" in first else "; fix the store or its options"
+            return "error", f"every one of the {len(self.handles)} boots the storm tried failed (first: {first}){fix}"
+        return "workers-lost", (f"no worker left running: {self.unexpected_exits} workers ended on their own and "
+                                f"the {3 * self.sc.workers} replacements are used up")
 
     # -- stop -------------------------------------------------------------------------------
 
@@ -236,6 +306,12 @@ class _Storm:
         deadline = time.monotonic() + self.sc.grace_s
         while time.monotonic() < deadline and any(h.process.is_alive() for h in self.live()):
             time.sleep(0.01)
+        # A worker still inside a store call now has either hung or waits on one that has: let the call run to the
+        # call-returns bound (or return), so the checker can tell which, instead of cutting it short unknown.
+        limit = int(self.sc.call_bound_s * 1e9) + 50_000_000
+        while any(h.process.is_alive() and h.state[IN_CALL] and call_elapsed_ns(h, now_ns()) < limit
+                  for h in self.live() if not h.killed):
+            time.sleep(0.01)
         forced = []
         for h in self.live():
             if h.process.is_alive():
@@ -245,15 +321,18 @@ class _Storm:
                     os.kill(h.pid, signal.SIGKILL)
                 except ProcessLookupError:
                     pass
-                self.events.event("exit", {"target": h.name, "pid": h.pid, "forced": True, **st})
+                phase = int(h.state[PHASE])
+                self.events.event("exit", {"target": h.name, "pid": h.pid, "forced": True,
+                                           "phase": PHASES[phase] if 0 <= phase < len(PHASES) else phase, **st})
         for h in self.handles:
             h.process.join(5)
             if not h.reaped:
                 h.reaped = True
                 if h.name not in forced and not h.killed:
                     phase = int(h.state[PHASE])
-                    self.events.event("exit", {"target": h.name, "pid": h.pid, "exitcode": h.process.exitcode,
-                                               "phase": PHASES[phase] if 0 <= phase < len(PHASES) else phase})
+                    self.events.event("exit", {"target": h.name, "pid": h.pid, **_end(h.process.exitcode),
+                                               "phase": PHASES[phase] if 0 <= phase < len(PHASES) else phase,
+                                               **call_state(h)})
         pids = {h.pid for h in self.handles}
         survivors = []
         for child in psutil.Process().children(recursive=True):
@@ -266,23 +345,28 @@ class _Storm:
         return {"forced_kills": forced, "survivors_killed": survivors}
 
     def snapshot(self) -> str | None:
-        """Read the final state back in a child process (bounded); returns an error or None."""
+        """Read the final state back in a child process (bounded); returns why it could not, or None."""
         proc = self.mp.Process(
             target=_snapshot_main,
-            args=(self.target, str(self.location), self.sc.lease_ttl_ms, self.workload.run_ids(self.sc),
+            args=(dill.dumps(self.target), str(self.location), self.sc.lease_ttl_ms, self.workload.run_ids(self.sc),
                   str(self.run_dir), os.getpid()),
             name="snapshot", daemon=True,
         )
         proc.start()
-        # process start and boot, a few calls' worth of call timeouts, the probe's 1.2 x ttl wait
-        limit = 5.0 + 3 * self.sc.call_bound_s + 1.2 * self.sc.lease_ttl_ms / 1000.0
+        # process start, its boots, a few calls' worth of call bounds, the probe's 1.2 x ttl wait
+        limit = 10.0 + (3 + _SNAPSHOT_BOOTS) * self.sc.call_bound_s + 1.2 * self.sc.lease_ttl_ms / 1000.0
         proc.join(limit)
         if proc.is_alive():
             proc.kill()
             proc.join(5)
             return f"reading the final state back did not finish within {limit:.0f} s"
+        why = self.run_dir / SNAPSHOT_ERROR
         if proc.exitcode != 0:
-            return f"reading the final state back failed (exit code {proc.exitcode}); see the traceback above"
+            if why.is_file():
+                return why.read_text().strip()
+            end = _end(proc.exitcode)
+            how = f"signal {end['signal']}" if "signal" in end else f"exit status {proc.exitcode}"
+            return f"the final-state reader ended by {how} before saving the state (see {self.run_dir / 'snapshot.stderr'})"
         return None
 
     def _sample(self, elapsed_ns: int) -> None:
@@ -338,22 +422,15 @@ class _Storm:
                     self.nemesis.step(self.live())  # killed workers are replaced in reap()
                     self.check_call_timeouts()
                     self.reap()
-                    err = self.boot_error()
-                    if err:
+                    if self.ended():
                         self.quorum.poll()
-                        err = self.boot_error() or err  # with the boot messages read
-                        status = "error"
-                        info.error = err
+                        status, info.error = self.ended() or ("error", "no worker left running")  # messages read
                         break
                     time.sleep(_TICK_S)
         finally:
             extra.update(self.stop_all())
         info.status = status
-        if self.hung and info.error is None:
-            calls = ", ".join(f"{f} x{n}" for f, n in sorted(self.hung.items()))
-            info.error = (f"store calls hung past call_timeout_s={self.sc.call_bound_s:g} s and were killed "
-                          f"({calls}); their operations are unknown")
-        extra["hung_calls"] = dict(self.hung)
+        extra["hung_calls"] = dict(self.hung)  # the checker names each one (call-returns)
         extra["strikes"] = dict(self.nemesis.strikes)
         self.quorum.poll()
         self.quorum.finish()
@@ -434,7 +511,9 @@ def run_storm(
     The run directory is `out_dir`, or `reports/<UTC timestamp>-<scenario>/`. The storm ends at
     quorum, at the time bound, on SIGINT/SIGTERM (`interrupted`), when no worker can boot the
     store (`error`), or, with `scenario.stop_on_suspect`, at the first suspect operation
-    (`suspect`; storm.json's `stopped_early` names it). Every worker is stopped and reaped before this returns.
+    (`suspect`; storm.json's `stopped_early` names it), when every worker has ended and the replacements are used up
+    (`workers-lost`), or when the harness itself fails (`crashed`: the traceback is in the run directory). Every
+    worker is stopped and reaped before this returns.
     """
     from soak import __version__
     from soak.stores import resolve
@@ -456,6 +535,7 @@ def run_storm(
         store=redact(target.spec),
         seed=seed,
         lease_ttl_ms=scenario.lease_ttl_ms,
+        call_bound_s=scenario.call_bound_s,
         workers=scenario.workers,
         runs=scenario.main_runs(),
         side_runs=scenario.side_run_ids(),
@@ -479,9 +559,9 @@ def run_storm(
             extra = storm.run(info)
         except HarnessError:
             raise
-        except Exception as exc:  # the storm itself broke: keep what was recorded
-            info.status = "error"
-            info.error = f"storm failed: {type(exc).__name__}: {exc}"
+        except Exception as exc:  # the storm itself broke: keep what was recorded, and say where the traceback is
+            info.status = "crashed"
+            info.error = str(crash(exc, run_dir, "the storm"))
             storm.stop_all()
         if info.status != "error" or storm.quorum.boot_ok:
             snap_error = storm.snapshot()

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from soak.history import decode_line
-from soak.workloads import QuorumCounter
+from soak.workloads import QuorumCounter, count_event
 
 __all__ = ["QuorumTracker", "SUSPECT_INTENTS"]
 
@@ -100,19 +100,10 @@ class QuorumTracker:
         if t == "event":
             kind = obj.get("kind", "")
             v = obj.get("v") or {}
-            if p == "nemesis":
-                if kind == "pause":
-                    self.events["pauses"] += 1
-                    if v.get("in_call"):
-                        self.events["pauses_in_call"] += 1
-                elif kind == "kill":
-                    self.events["kills"] += 1
-                elif kind == "timeout-kill":
-                    self.events["timeout_kills"] += 1
-            elif kind == "stall":
-                self.events["stalls"] += 1
-            elif kind == "crash":
-                self.crashes.append(f"{p}: {v.get('error')}: {v.get('message')}")
+            count_event(self.events, p, kind, v)
+            if kind == "crash":
+                when = " while starting" if v.get("phase") == "starting" else ""
+                self.crashes.append(f"{p}{when}: {v.get('error')}: {v.get('message')}")
         elif t == "invoke":
             self._pending[p] = obj
         else:

@@ -23,10 +23,12 @@ from typing import Any
 __all__ = [
     "PHASES",
     "SLOTS",
+    "STORE_EXIT_STATUS",
     "SURFACES",
     "WorkerSpec",
     "derive_seed",
     "process_name",
+    "worker_entry",
     "worker_main",
 ]
 
@@ -49,6 +51,12 @@ SURFACES = ("", "open", "acquire", "renew", "release", "load", "append", "put_me
 _SURFACE_CODE = {s: i for i, s in enumerate(SURFACES)}
 
 _PR_SET_PDEATHSIG = 1
+#: The status a worker ends with when a store call raised SystemExit or another exception outside `Exception`:
+#: the store tried to end the process (`no-crash`); its `store-exit` event says how.
+STORE_EXIT_STATUS = 70
+#: The status of a worker that could not start (its spec would not load, e.g. a store factory that does not
+#: import in a fresh process); its `crash` event says why.
+START_FAILED_STATUS = 71
 
 
 @dataclass(frozen=True)
@@ -92,6 +100,35 @@ def _die_with_parent(parent_pid: int) -> None:
         os._exit(0)
 
 
+def worker_entry(process: str, history_dir: str, spec_blob: bytes, state: Any, stop: Any, go: Any) -> None:
+    """Process entry: send this process's stderr to `history/<process>.stderr`, load the spec, run `worker_main`.
+
+    The spec travels as dill bytes and is loaded here, so a store factory that cannot be loaded in a fresh process
+    is recorded in the worker's history (a `crash` event naming it) instead of a traceback on the console; what
+    the store prints to stderr stays in the run directory.
+    """
+    # Ctrl-C and SIGTERM reach the whole process group: they are the orchestrator's to handle (it stops the
+    # workers through the stop flag), never a worker's death inside a store call, which the checker would judge.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    err = os.open(os.path.join(history_dir, f"{process}.stderr"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    os.dup2(err, 2)
+    os.close(err)
+    try:
+        import dill
+
+        spec = dill.loads(spec_blob)
+    except BaseException as exc:  # noqa: BLE001 - recorded for the orchestrator and the checker
+        from soak.history import HistoryWriter
+
+        writer = HistoryWriter(os.path.join(history_dir, f"{process}.jsonl"), process)
+        writer.event("crash", {"phase": "starting", "error": type(exc).__name__, "message": str(exc)[:500],
+                               "traceback": traceback.format_exc()[-4000:]})
+        writer.close()
+        os._exit(START_FAILED_STATUS)
+    worker_main(spec, state, stop, go)
+
+
 def worker_main(spec: WorkerSpec, state: Any, stop: Any, go: Any) -> None:
     """Process entry: wait for `go`, boot the store, run the workload until `stop.value` is set.
 
@@ -106,7 +143,7 @@ def worker_main(spec: WorkerSpec, state: Any, stop: Any, go: Any) -> None:
     from soak.history import HistoryWriter
     from soak.spi import StoreError
     from soak.storm.strike import MODES, StrikeTimer
-    from soak.workloads import WorkerContext, get_workload
+    from soak.workloads import StoreEndedProcess, WorkerContext, get_workload
 
     timer = StrikeTimer()
     workload = get_workload(spec.scenario.workload)
@@ -157,7 +194,15 @@ def worker_main(spec: WorkerSpec, state: Any, stop: Any, go: Any) -> None:
     index = writer.invoke("open", "", None, "boot", {})
     enter(index, "open")
     try:
-        store = spec.target.open(spec.location, sc.lease_ttl_ms, timeout_s=None)
+        try:
+            store = spec.target.open(spec.location, sc.lease_ttl_ms, timeout_s=None)
+        except Exception:
+            raise
+        except BaseException as exc:  # the factory tried to end the process: end it, still inside the call
+            writer.event("store-exit", {"i": index, "f": "open", "error": type(exc).__name__,
+                                        "message": (str(exc) or repr(exc))[:300]})
+            writer.close()
+            os._exit(STORE_EXIT_STATUS)
     except StoreBootError as exc:
         leave()
         cause = exc.__cause__
@@ -184,6 +229,9 @@ def worker_main(spec: WorkerSpec, state: Any, stop: Any, go: Any) -> None:
     )
     try:
         workload.worker_loop(ctx)
+    except StoreEndedProcess:
+        writer.close()
+        os._exit(STORE_EXIT_STATUS)  # the store asked to end the process: end it, still inside the call
     except BaseException as exc:  # a harness bug: record it, let the orchestrator decide
         state[IN_CALL] = 0
         writer.event("crash", {"error": type(exc).__name__, "message": str(exc)[:500],

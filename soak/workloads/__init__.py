@@ -27,7 +27,13 @@ if TYPE_CHECKING:
 
     from soak.scenario import Scenario
 
-__all__ = ["Outcome", "QuorumCounter", "WORKLOADS", "WorkerContext", "Workload", "get_workload"]
+__all__ = ["Outcome", "QuorumCounter", "StoreEndedProcess", "WORKLOADS", "WorkerContext", "Workload", "count_event",
+           "get_workload"]
+
+
+class StoreEndedProcess(BaseException):
+    """A store call raised `SystemExit`, `KeyboardInterrupt` or another exception outside `Exception`: the store
+    tried to end the process (`no-crash`). Recorded as a `store-exit` event; the worker then ends inside the call."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,8 +144,19 @@ class WorkerContext:
             self._left(f, started, strike)
             self.writer.complete(index, "info", error=type(exc).__name__, message=str(exc) or repr(exc))
             return Outcome("info", None, exc)
+        except BaseException as exc:  # the store tried to end the process: no completion, the call never returned
+            self.writer.event("store-exit", {"i": index, "f": f, "error": type(exc).__name__,
+                                             "message": (str(exc) or repr(exc))[:300]})
+            raise StoreEndedProcess() from exc
         self._left(f, started, strike)
-        self.writer.complete(index, "ok", ok_value(result) if ok_value else {})
+        try:
+            value = ok_value(result) if ok_value else {}
+        except Exception as exc:  # the store returned something that is not what its surface returns
+            self.writer.complete(index, "info", error=type(exc).__name__,
+                                 message=f"the store's {f} returned {type(result).__name__} {result!r:.200}, "
+                                         f"which the workload could not read: {exc}")
+            return Outcome("info", None, exc)
+        self.writer.complete(index, "ok", value)
         return Outcome("ok", result)
 
     def _left(self, f: str, started: int, struck: Any) -> None:
@@ -216,6 +233,22 @@ class Workload(Protocol):
 
     def new_counter(self) -> QuorumCounter:
         """A fresh quorum counter for one storm."""
+
+
+def count_event(counts: dict[str, int], process: str, kind: str, value: dict[str, Any]) -> None:
+    """Add one history event to the nemesis's quorum counters (stalls, pauses, pauses inside a call, kills): the
+    one reading the storm's tailer and the checker's recount share."""
+    if process == "nemesis":
+        if kind == "pause":
+            counts["pauses"] = counts.get("pauses", 0) + 1
+            if value.get("in_call"):
+                counts["pauses_in_call"] = counts.get("pauses_in_call", 0) + 1
+        elif kind == "kill":
+            counts["kills"] = counts.get("kills", 0) + 1
+        elif kind == "timeout-kill":
+            counts["timeout_kills"] = counts.get("timeout_kills", 0) + 1
+    elif kind == "stall":
+        counts["stalls"] = counts.get("stalls", 0) + 1
 
 
 def _runs_workload() -> Workload:

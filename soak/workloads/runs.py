@@ -23,7 +23,7 @@ from soak.scenario import ACCEPT_SURFACES, STALE_SURFACES
 from soak.spi import RUN_STATUSES, JournalEntry, Lease, LeaseHeldError, RunMeta
 from soak.workloads import Outcome, WorkerContext
 
-__all__ = ["CROSS_RUN", "RunsCounter", "RunsWorkload"]
+__all__ = ["CROSS_RUN", "RunsCounter", "RunsWorkload", "exercised"]
 
 #: A run no tenure ever acquires: every write to it came through a cross-run probe.
 CROSS_RUN = "xr"
@@ -387,9 +387,15 @@ class RunsWorkload:
     def new_counter(self) -> RunsCounter:
         return RunsCounter()
 
+    @staticmethod
+    def exercised(hist: dict[tuple[Any, ...], int], strikes_held: int = 0) -> dict[str, int]:
+        """clause -> recorded operations that exercised it (see `exercised`)."""
+        return exercised(hist, strikes_held)
+
 
 class RunsCounter:
-    """Quorum counters of the runs workload, from raw history lines (invoke + completion)."""
+    """Quorum counters of the runs workload, from operations: raw history lines while a storm runs (`feed`), or
+    the checker's per-kind counts (`add`) when it recounts the quorum from the history it checked."""
 
     def __init__(self) -> None:
         self.c: dict[str, int] = defaultdict(int)
@@ -400,28 +406,34 @@ class RunsCounter:
         t = done.get("t") if done else "info"
         f = inv.get("f", "")
         run = inv.get("run", "")
-        intent = inv.get("intent", "")
         lease = inv.get("lease")
+        self.add((f, inv.get("intent", ""), t, done.get("err") if done else None, bool(lease) and lease[0] != run))
         if t == "ok":
             if f == "acquire":
                 epoch = (done.get("v") or {}).get("epoch")
                 if isinstance(epoch, int):
                     self.granted[run].add(epoch)
-                    self.c["grants"] += 1
             elif f == "release" and lease and lease[0] == run:
                 self.released[run].add(int(lease[2]))
+
+    def add(self, key: tuple[str, str, str, str | None, bool], n: int = 1) -> None:
+        """`n` operations of one kind: (surface, intent, outcome, error class, lease of another run)."""
+        f, intent, t, err, cross = key
+        if t == "ok":
+            if f == "acquire":
+                self.c["grants"] += n
             if intent == "live" and f in ACCEPT_SURFACES:
-                self.c[f"accepted_{f}"] += 1
+                self.c[f"accepted_{f}"] += n
             elif intent == "side" and f == "delete":
-                self.c["deletion_cycles"] += 1
-        elif t == "fail" and done.get("err") == "LeaseHeldError":
+                self.c["deletion_cycles"] += n
+        elif t == "fail" and err == "LeaseHeldError":
             if intent == "stale":
-                surface = "cross" if lease and lease[0] != run else f
+                surface = "cross" if cross else f
                 if surface in STALE_SURFACES:
-                    self.c["stale_refusals"] += 1
-                    self.c[f"stale_{surface}"] += 1
+                    self.c["stale_refusals"] += n
+                    self.c[f"stale_{surface}"] += n
             elif intent == "cross":
-                self.c["cross_refusals"] += 1
+                self.c["cross_refusals"] += n
 
     def takeovers(self) -> int:
         """Epochs granted while the previous epoch was granted and never released."""
@@ -434,3 +446,48 @@ class RunsCounter:
         out = dict(self.c)
         out["takeovers"] = self.takeovers()
         return out
+
+
+#: clause -> the kinds of operation that exercise it in this workload's storms: (surface, intent, outcome,
+#: error class, lease of another run) with None for any value. A clause is exercised by the storm when some
+#: recorded operation matches (`exercised`); the certificate shows the counts.
+_EXERCISES: dict[str, tuple[tuple[Any, ...], ...]] = {
+    "lease-exclusive": (("acquire", None, "ok", None, None), ("acquire", None, "fail", "LeaseHeldError", None)),
+    "stale-lease-ops": (("renew", "stale", None, None, False), ("release", "stale", None, None, False)),
+    "stale-rejected": tuple((f, "stale", None, None, False) for f in ("append", "put_meta", "delete", "blob_put",
+                                                                       "blob_delete")),
+    "run-match": ((None, "cross", None, None, True), (None, "stale", None, None, True)),
+    "epoch-monotonic": (("acquire", None, "ok", None, None),),
+    "live-accepted": tuple((f, "live", "ok", None, False) for f in ("append", "put_meta", "blob_put", "blob_delete",
+                                                                     "renew", "release")),
+    "ttl-honoured": (("acquire", None, "ok", None, None),),
+    "typed-refusal": ((None, None, "fail", None, None),),
+    "concurrent-boot": (("open", None, None, None, None),),
+    "journal-a1": (("append", None, "ok", None, False),),
+    "journal-a2": (("load", None, "ok", None, None),),
+    "journal-a3": (("load", "live", "ok", None, None),),
+    "journal-a4": (("append", None, "ok", None, False), ("put_meta", None, "ok", None, False),
+                   ("blob_put", None, "ok", None, False)),
+    "journal-a5": (("append", "live", "fail", "JournalOrderError", False),),
+    "meta-last-write": (("put_meta", None, "ok", None, False),),
+    "blob-semantics": (("blob_put", None, "ok", None, False), ("blob_delete", None, "ok", None, False)),
+    "delete-semantics": (("delete", "side", "ok", None, False),),
+    "call-returns": ((None, None, None, None, None),),
+    "no-crash": ((None, None, None, None, None),),
+}
+
+
+def exercised(hist: dict[tuple[Any, ...], int], strikes_held: int = 0) -> dict[str, int]:
+    """clause -> how many recorded operations exercised it (`atomic-fence`: the strikes held inside a call).
+
+    The storm never writes without a lease (`unleased-passthrough`), judges expiry only by real time
+    (`store-clock`) and leaves `expired-unsuperseded` to the store's choice: those are not exercised here."""
+    out: dict[str, int] = {}
+    for clause, patterns in _EXERCISES.items():
+        n = 0
+        for key, count in hist.items():
+            if any(all(p is None or p == k for p, k in zip(pattern, key)) for pattern in patterns):
+                n += count
+        out[clause] = n
+    out["atomic-fence"] = strikes_held
+    return out

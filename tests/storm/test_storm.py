@@ -14,6 +14,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from soak.check import check_run
 from soak.errors import ScenarioError
 from soak.history import Operation, operations
 from soak.rundir import history_paths, load_run_info, load_snapshot
@@ -133,9 +134,9 @@ def test_factory_that_raises_ends_with_error_naming_it(tmp_path):
     info = run_storm(sc, resolve(exploding_store), tmp_path / "run", progress=False)
     assert time.monotonic() - started < 25
     assert info.status == "error"
-    assert "vendor bootstrap exploded" in info.error and "every worker failed to boot" in info.error
+    assert "vendor bootstrap exploded" in info.error and "every one of the 6 boots the storm tried failed" in info.error
     ops = [x for x in operations(history_paths(tmp_path / "run")) if isinstance(x, Operation)]
-    assert [op.outcome for op in ops if op.f == "open"] == ["info", "info"]
+    assert [op.outcome for op in ops if op.f == "open"] == ["info"] * 6  # 3 tries for each of the 2 slots
 
 
 def test_store_whose_calls_hang_ends_with_the_ops_unknown(tmp_path):
@@ -145,7 +146,9 @@ def test_store_whose_calls_hang_ends_with_the_ops_unknown(tmp_path):
     info = run_storm(sc, resolve(hanging_store), tmp_path / "run", progress=False)
     assert time.monotonic() - started < 30
     assert info.status == "timeout"
-    assert "hung past call_timeout_s=1 s" in info.error and "append" in info.error
+    verdict = check_run(tmp_path / "run")
+    assert verdict.result == "fail" and verdict.clauses == ["call-returns"]
+    assert all("append" in v.statement and "bound of 1 s" in v.statement for v in verdict.violations)
     timeouts = [e for e in _events(tmp_path / "run") if e["kind"] == "timeout-kill"]
     assert timeouts and all(e["v"]["surface"] == "append" and e["v"]["in_call"] for e in timeouts)
     appends = [x for x in operations(history_paths(tmp_path / "run"))
@@ -236,8 +239,11 @@ def test_store_whose_reads_hang_still_ends_and_names_the_missing_final_state(tmp
     info = run_storm(sc, resolve(loads_hang_store), tmp_path / "run", progress=False)
     assert time.monotonic() - started < 30
     assert info.status == "timeout"
-    assert "load x" in info.error and "reading the final state back did not finish" in info.error
+    assert "reading the final state back did not finish" in info.error
     assert not (tmp_path / "run" / "final_state.json").exists()
+    verdict = check_run(tmp_path / "run")  # judged without the final state: the hung loads are proved
+    assert verdict.result == "fail" and "call-returns" in verdict.clauses
+    assert any(v.statement.startswith("load (") for v in verdict.violations)
 
 
 def test_workers_that_fail_to_boot_beside_booted_ones_are_recorded_and_replaced(tmp_path):

@@ -58,6 +58,12 @@ def generate(run_dir: Path, n_ops: int, *, workers: int = 8, runs: int = 4, seed
     hist.mkdir(parents=True)
     names = [f"w{i}.1" for i in range(workers)]
     fhs = {w: open(hist / f"{w}.jsonl", "w", buffering=1 << 20) for w in names}
+    # the storm's own records: the nemesis names each worker it spawned, each worker starts with its start event
+    with open(hist / "nemesis.jsonl", "w") as fh:
+        fh.writelines(json.dumps({"t": "event", "p": "nemesis", "ts": 1, "kind": "spawn",
+                                  "v": {"target": w, "pid": 1000 + k}}) + "\n" for k, w in enumerate(names))
+    for w, fh in fhs.items():
+        fh.write(json.dumps({"t": "event", "p": w, "ts": 2, "kind": "start", "v": {}}) + "\n")
     index = dict.fromkeys(names, 0)
     run_ids = [f"r{i}" for i in range(runs)]
     epoch = dict.fromkeys(run_ids, 0)

@@ -30,30 +30,37 @@ def read_history(run_dir: str | os.PathLike[str]) -> Iterator[Operation | Record
 def check_run(run_dir: str | os.PathLike[str], *, write: bool = True) -> Verdict:
     """Check a stored run and write its `verdict.json` (unless `write` is False).
 
-    Raises `RunDirError` when `run_dir` is not a run directory; a damaged final state or
-    history makes the verdict inconclusive with the reason named.
+    Raises `RunDirError` when `run_dir` is not a run directory. A final state that is missing or damaged does not
+    stop the check: the history is judged without it (a violation it proves still fails the run; otherwise the
+    verdict is inconclusive, naming what is missing). A damaged history is inconclusive with the reason named.
     """
     run_dir = Path(run_dir)
     info = load_run_info(run_dir)
     try:
-        snapshot = load_snapshot(run_dir)
+        snapshot, state_error = load_snapshot(run_dir), None
     except RunDirError as exc:
-        verdict = Verdict.build(reasons=[str(exc)])
+        snapshot, state_error = None, str(exc)
+        if info.error:
+            state_error = f"{state_error}; the storm said: {info.error}"
+    if not history_paths(run_dir):
+        verdict = Verdict.build(reasons=[f"{run_dir} has no history/*.jsonl: nothing to check the final state against"])
     else:
-        if not history_paths(run_dir):
-            verdict = Verdict.build(reasons=[f"{run_dir} has no history/*.jsonl: nothing to check the final state against"])
-        else:
-            quorum = ", ".join(
-                f"{k} {info.quorum_reached.get(k, 0)}/{v}" for k, v in sorted(info.quorum_target.items())
-            )
-            settings = dict(
-                lease_ttl_ms=info.lease_ttl_ms,
-                runs=[*info.runs, *info.side_runs],
-                status=info.status if info.error is None else f"{info.status} ({info.error})",
-                quorum=quorum,
-            )
-            with TwoCores(history_paths(run_dir), lambda: new_facts(snapshot, **settings)) as cores:
-                verdict = judge(lambda: finish(cores.fold()))
+        quorum = ", ".join(
+            f"{k} {info.quorum_reached.get(k, 0)}/{v}" for k, v in sorted(info.quorum_target.items())
+        )
+        settings = dict(
+            lease_ttl_ms=info.lease_ttl_ms,
+            runs=[*info.runs, *info.side_runs],
+            status=info.status if info.error is None else f"{info.status} ({info.error})",
+            quorum=quorum,
+            call_bound_s=info.call_bound_s or None,
+            quorum_target=info.quorum_target if info.status == "quorum" else None,
+            workload=info.workload,
+            from_storm=True,
+            state_error=state_error,
+        )
+        with TwoCores(history_paths(run_dir), lambda: new_facts(snapshot, **settings)) as cores:
+            verdict = judge(lambda: finish(cores.fold()))
     if write:
         write_json(run_dir / VERDICT_FILE, verdict.to_json())
     return verdict

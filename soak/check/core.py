@@ -46,6 +46,7 @@ from operator import attrgetter, itemgetter
 from typing import Any
 
 from soak.history import HistoryCorruptError, Operation, payload_for, tag_of
+from soak.check.liveness import check_liveness, exercised, history_gaps
 from soak.check.verdict import Evidence, Verdict, Violation
 
 __all__ = [
@@ -60,8 +61,8 @@ _TAGGED = frozenset(("append", "put_meta", "blob_put"))
 #: Reads that record the tenure they were made under: checked against the serial history.
 _READS = frozenset(("load", "get_meta", "blob_get"))
 _LEASE_OPS = frozenset(("renew", "release"))
-#: Errors the harness records for an unknown outcome it caused itself (not the store's doing).
-_HARNESS_UNKNOWN = frozenset(("Incomplete", "Timeout", "TimeoutError", "Killed", "StallTimeout"))
+#: Events the fold keeps besides the nemesis's (`Facts.events`): how a worker started and ended.
+_STORM_EVENTS = frozenset(("start", "crash", "store-exit"))
 #: Typed refusals of the contract (and their root).
 _TYPED = frozenset(("StoreError", "LeaseHeldError", "JournalOrderError", "StoreBusyError"))
 _NEVER = float("inf")
@@ -533,6 +534,22 @@ class Facts:
         default_factory=dict)
     obj_run: dict[tuple[str, str], str] = field(default_factory=dict)
     read_counts: list[int] = field(default_factory=lambda: [0, 0])  # tenured reads kept, and judged (`check_reads`)
+    # Liveness and what the history supports (`soak.check.liveness`): the call-returns bound; the quorum the storm
+    # ran to and its workload; whether the history must come with the storm's own records (a run directory's:
+    # nemesis.jsonl and a file per spawned worker); why the final state is missing (None: it was read).
+    call_bound_ns: int = 0
+    quorum_target: dict[str, int] = field(default_factory=dict)
+    workload: str = "runs"
+    from_storm: bool = False
+    state_error: str | None = None
+    # the storm's records (nemesis events; workers' start, crash and store-exit events), in file order
+    events: list[Any] = field(default_factory=list)
+    # operations that completed past the bound or never completed (compact tuples): liveness candidates
+    slow: list[tuple[Any, ...]] = field(default_factory=list)
+    # (surface, intent, outcome, error, lease of another run) -> operations: what the quorum and coverage count
+    hist: dict[tuple[Any, ...], int] = field(default_factory=dict)
+    # run -> one byte per epoch: 1 granted, 2 released (the quorum's takeovers)
+    epochs: dict[str, bytearray] = field(default_factory=dict)
 
     def tenures_changed(self) -> None:
         """Forget the per-run caches built from the tenures (`next_grant`, `stale_at`): a fold, merge or
@@ -627,11 +644,28 @@ def scan(
 
 
 def new_facts(snapshot: Any, *, lease_ttl_ms: int, runs: Iterable[str], cross_runs: Iterable[str] = ("xr",),
-              status: str = "quorum", quorum: str = "", margin_ms: float | None = None) -> Facts:
-    """Empty `Facts` for a history to be folded in (`fold`, then `finish`)."""
+              status: str = "quorum", quorum: str = "", margin_ms: float | None = None,
+              call_bound_s: float | None = None, quorum_target: dict[str, int] | None = None,
+              workload: str = "runs", from_storm: bool = False, state_error: str | None = None) -> Facts:
+    """Empty `Facts` for a history to be folded in (`fold`, then `finish`).
+
+    `snapshot` None: the final state could not be read (`state_error` says why); the history is still judged,
+    without the checkers that diff it against the final state. `call_bound_s` is the call-returns bound (default
+    20 x ttl, at least 2 s); `quorum_target` the thresholds the storm ran to, recounted from the history;
+    `from_storm` that the history is a storm's run directory, whose nemesis.jsonl names every worker spawned.
+    """
+    from soak.clauses import default_call_bound_s
+
     margin_ns = default_margin_ns(lease_ttl_ms) if margin_ms is None else int(margin_ms * 1_000_000)
     facts = Facts(snapshot, lease_ttl_ms, margin_ns, tuple(runs), tuple(cross_runs), status, quorum)
-    for tag, where in _state_tags(snapshot).items():
+    facts.call_bound_ns = int((call_bound_s or default_call_bound_s(lease_ttl_ms)) * 1e9)
+    facts.quorum_target = dict(quorum_target or {})
+    facts.workload = workload
+    facts.from_storm = from_storm
+    facts.state_error = state_error if snapshot is None else None
+    if snapshot is None and facts.state_error is None:
+        facts.state_error = "no final state was given"
+    for tag, where in (_state_tags(snapshot) if snapshot is not None else {}).items():
         process, sep, number = tag.rpartition("#")
         try:
             i = int(number)
@@ -639,7 +673,7 @@ def new_facts(snapshot: Any, *, lease_ttl_ms: int, runs: Iterable[str], cross_ru
             continue
         if sep and str(i) == number:  # only a canonical `process#index` can be an operation's tag
             facts.index.setdefault(process, {})[i] = where
-    facts.stats.update(operations=0, events=0, ok=0, fail=0, info=0)
+    facts.stats.update(operations=0, events=0, ok=0, fail=0, info=0, stalls=0)
     return facts
 
 
@@ -647,8 +681,8 @@ def new_part(facts: Facts) -> Facts:
     """Empty `Facts` with the settings and final-state index of `facts`, to fold a part of the history into and
     `merge` into `facts` (the index is shared: folding only reads it)."""
     part = Facts(facts.snapshot, facts.lease_ttl_ms, facts.margin_ns, facts.runs, facts.cross_runs, facts.status,
-                 facts.quorum, index=facts.index)
-    part.stats.update(operations=0, events=0, ok=0, fail=0, info=0)
+                 facts.quorum, index=facts.index, call_bound_ns=facts.call_bound_ns, workload=facts.workload)
+    part.stats.update(operations=0, events=0, ok=0, fail=0, info=0, stalls=0)
     return part
 
 
@@ -692,19 +726,33 @@ def fold(facts: Facts, ops: Iterable[Operation | Any], until: float = _NEVER) ->
     l_objects: dict[tuple[str, str], _Obj] = {}  # object -> its summary under the lease's epoch
     last_process, last_hits, last_pid = None, None, -1
 
+    events, slow, hist, epochs = facts.events, facts.slow, facts.hist, facts.epochs
+    hist_get = hist.get
+    bound_ns = facts.call_bound_ns or _NEVER
+    has_state = facts.snapshot is not None
+    n_stalls = 0
     for op in ops:
         if type(op) is not tuple:
             if type(op) is not Op:
                 n_events += 1
+                kind = op.kind
+                if kind == "stall":
+                    n_stalls += 1
+                elif op.process == "nemesis" or kind in _STORM_EVENTS:
+                    events.append(op)
                 continue
             op = _raw(op)
-        process, op_index, f, run, lease, _, args, outcome, result, error, _, invoke, complete = op
+        process, op_index, f, run, lease, intent, args, outcome, result, error, _, invoke, complete = op
         if not settled <= invoke < until:
             if invoke >= until:
                 look = op
                 break
             raise Unordered(f"{process}#{op_index} was invoked before the history was settled at {settled}")
         n_ops += 1
+        hk = (f, intent, outcome, error, lease is not None and lease.run_id != run)
+        hist[hk] = hist_get(hk, 0) + 1
+        if complete is None or complete - invoke > bound_ns:
+            slow.append(_lite(op))  # a liveness candidate (`soak.check.liveness`)
 
         if f == "acquire":
             ra = _run_of(run_acc, run)
@@ -717,6 +765,7 @@ def fold(facts: Facts, ops: Iterable[Operation | Any], until: float = _NEVER) ->
                     t = tenures[(run, epoch)] = _Tenure(run, epoch)
                 t.grants.append((invoke, complete, str(args.get("owner")), _lite(op)))
                 t.marks.append((invoke, complete))
+                _mark_epoch(epochs, run, epoch, 1)
             elif outcome == "info":
                 n_info += 1
                 ra.acq_unknown.append((invoke, _NEVER if complete is None else complete))
@@ -743,7 +792,7 @@ def fold(facts: Facts, ops: Iterable[Operation | Any], until: float = _NEVER) ->
                 n_fail += 1
             else:
                 n_info += 1
-            if outcome != "ok" and f == "open" and error not in _HARNESS_UNKNOWN:
+            if outcome != "ok" and f == "open" and complete is not None:  # not cut short by the harness
                 facts.boot_failures.append(_lite(op))
             continue  # reads, open: nothing fenced
 
@@ -813,7 +862,7 @@ def fold(facts: Facts, ops: Iterable[Operation | Any], until: float = _NEVER) ->
                 if invoke > t.mut_inv:
                     t.mut_inv, t.mut = invoke, op
                 if f == "append":
-                    if hit is None or ("journal", run) not in hit:
+                    if has_state and (hit is None or ("journal", run) not in hit):
                         ra = _run_of(run_acc, run)
                         if last_pid < 0:
                             last_pid = _pid_of(facts, process)
@@ -840,12 +889,15 @@ def fold(facts: Facts, ops: Iterable[Operation | Any], until: float = _NEVER) ->
                         ra.del_ok = (key, op)
                     if ra.del_any is None or key > ra.del_any:
                         ra.del_any = key
+                    if invoke < t.rel_inv:  # a delete may end its tenure (the store's choice), as a release does
+                        t.rel_inv = invoke
             else:
                 if invoke > t.lop_inv:
                     t.lop_inv, t.lop = invoke, op
                 if f == "renew":
                     t.marks.append((invoke, complete))
                 else:
+                    _mark_epoch(epochs, run, epoch, 2)
                     if invoke < t.rel_inv:
                         t.rel_inv = invoke
                     if complete < t.rel_ok:
@@ -879,10 +931,11 @@ def fold(facts: Facts, ops: Iterable[Operation | Any], until: float = _NEVER) ->
                 if t.renew_unk is None:
                     t.renew_unk = []
                 t.renew_unk.append((invoke, _NEVER if complete is None else complete))
-            if error not in _HARNESS_UNKNOWN and error not in _TYPED and error is not None:
+            if complete is not None and error is not None and error not in _TYPED:  # the store's own answer
                 if invoke > t.unt_inv:
                     t.unt_inv, t.unt = invoke, _lite(op)
             if f == "delete":
+                t.rel_inv = min(t.rel_inv, invoke)  # it may have ended the tenure
                 ra = _run_of(run_acc, run)
                 if ra.del_any is None or key > ra.del_any:
                     ra.del_any = key
@@ -898,6 +951,7 @@ def fold(facts: Facts, ops: Iterable[Operation | Any], until: float = _NEVER) ->
     stats["ok"] += n_ok
     stats["fail"] += n_fail
     stats["info"] += n_info
+    stats["stalls"] += n_stalls
     return look
 
 
@@ -977,8 +1031,22 @@ def merge(facts: Facts, later: Facts) -> None:
     facts.scan_violations.extend(later.scan_violations)
     facts.boot_failures.extend(later.boot_failures)
     facts.unordered |= later.unordered
-    for k in ("operations", "events", "ok", "fail", "info"):
-        facts.stats[k] += later.stats[k]
+    facts.events.extend(later.events)
+    facts.slow.extend(later.slow)
+    for k, n in later.hist.items():
+        facts.hist[k] = facts.hist.get(k, 0) + n
+    for run, b in later.epochs.items():
+        mine = facts.epochs.get(run)
+        if mine is None:
+            facts.epochs[run] = b
+            continue
+        if len(mine) < len(b):
+            mine.extend(bytes(len(b) - len(mine)))
+        for e, bits in enumerate(b):
+            if bits:
+                mine[e] |= bits
+    for k in ("operations", "events", "ok", "fail", "info", "stalls"):
+        facts.stats[k] += later.stats.get(k, 0)
 
 
 def merge_reads(facts: Facts, reads: Iterable[_Read]) -> None:
@@ -1157,6 +1225,18 @@ def _unexplained(missing: array, del_any: tuple[int, int] | None) -> Iterable[in
     for i in range(0, len(missing), 6):
         if del_any is None or (missing[i], missing[i + 1]) >= del_any:
             yield from missing[i:i + 6]
+
+
+def _mark_epoch(epochs: dict[str, bytearray], run: str, epoch: Any, bit: int) -> None:
+    """Note epoch `epoch` of `run` granted (bit 1) or released (bit 2); epochs past 2**22 are not counted."""
+    if type(epoch) is not int or not 0 < epoch < 1 << 22:
+        return
+    b = epochs.get(run)
+    if b is None:
+        b = epochs[run] = bytearray(max(64, epoch + 1))
+    elif epoch >= len(b):
+        b.extend(bytes(max(epoch + 1 - len(b), len(b))))
+    b[epoch] |= bit
 
 
 def _state_tags(snapshot: Any) -> dict[str, list[tuple[str, str]]]:
@@ -1383,9 +1463,12 @@ def check_refusals(facts: Facts, refusals: Iterable[tuple[str, int, str, Any]] |
 
 
 def check_state(facts: Facts) -> list[Violation]:
-    """Diff the final state against the serial order of accepted writes."""
+    """Diff the final state against the serial order of accepted writes (nothing to diff without a final state:
+    `_undecidable` says why it is missing)."""
     out: list[Violation] = []
     snap = facts.snapshot
+    if snap is None:
+        return out
     seen = facts.seen
 
     def stale(ev: Evidence) -> bool:
@@ -1573,7 +1656,7 @@ def check_probe(facts: Facts) -> list[Violation]:
         top = res.top_grant(facts, run)
         if top is not None and (run not in highest or top[2] > highest[run][0]):
             highest[run] = (top[2], top[3])
-    for run, probe in facts.snapshot.probe.items():
+    for run, probe in (facts.snapshot.probe if facts.snapshot is not None else {}).items():
         if "epoch" in probe:
             top = highest.get(run)
             if top is not None and int(probe["epoch"]) <= top[0]:
@@ -1876,6 +1959,7 @@ CHECKERS: tuple[tuple[str, Checker], ...] = (
     ("boot", check_boot),
     ("takeovers", check_takeovers),
     ("probe", check_probe),
+    ("liveness", check_liveness),
 )
 
 
@@ -2157,13 +2241,21 @@ def _judge(build: Callable[[], Facts], checkers: Sequence[tuple[str, Checker]], 
                        f"{': ' + facts.quorum if facts.quorum else ''}")
     violations = _dedupe(violations)
     facts.stats["violations"] = len(violations)
+    try:
+        facts.stats["exercised"] = exercised(facts)
+    except Exception as exc:
+        reasons.append(f"counting what the history exercised raised {type(exc).__name__}: {exc}")
     return Verdict.build(violations, reasons, facts.stats)
 
 
 def _undecidable(facts: Facts) -> list[str]:
-    """What in the final state keeps the checker from deciding: read errors, probes that errored."""
+    """What keeps the checker from deciding: what the history lacks (`soak.check.liveness.history_gaps`), a final
+    state that could not be read, read errors, probes that errored."""
+    reasons = history_gaps(facts)
     snap = facts.snapshot
-    reasons = [f"final state unreadable: {e}" for e in snap.read_errors]
+    if snap is None:
+        return [*reasons, f"final state not read ({facts.state_error}): the history was judged without it"]
+    reasons += [f"final state unreadable: {e}" for e in snap.read_errors]
     for run, probe in snap.probe.items():
         if "epoch" not in probe and probe.get("error") != "LeaseHeldError":
             reasons.append(f"final probe of run {run} raised {probe.get('error')}: {probe.get('message', '')}")

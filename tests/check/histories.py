@@ -177,9 +177,10 @@ def write_run_dir(
     run_dir.mkdir(parents=True, exist_ok=True)
     hist = run_dir / "history"
     hist.mkdir(exist_ok=True)
+    grants = sum(1 for o in h.ops if o.f == "acquire" and o.outcome == "ok")
     info = RunInfo(soak_version="0.1.0", workload="runs", store="memory:", seed=1, lease_ttl_ms=ttl_ms, workers=2,
-                   runs=runs[0], side_runs=runs[1], status=status, quorum_target={"epochs": 2},
-                   quorum_reached={"epochs": 2})
+                   runs=runs[0], side_runs=runs[1], status=status, quorum_target={"grants": grants},
+                   quorum_reached={"grants": grants})
     write_json(run_dir / "run.json", info_to_json(info))
     save_snapshot(run_dir, snap)
     lines: dict[str, list[str]] = defaultdict(list)
@@ -192,7 +193,11 @@ def write_run_dir(
             if o.error:
                 rec["err"] = o.error
             lines[o.process].append(json.dumps(rec))
-    for p, ls in lines.items():
-        (hist / f"{p}.jsonl").write_text("".join(x + "\n" for x in ls))
-    (hist / "nemesis.jsonl").write_text(json.dumps({"t": "event", "p": "nemesis", "ts": 5, "kind": "stall", "v": {}}) + "\n")
+    nemesis = [json.dumps({"t": "event", "p": "nemesis", "ts": 1, "kind": "spawn", "v": {"target": p, "pid": 100 + k}})
+               for k, p in enumerate(lines)]
+    nemesis.append(json.dumps({"t": "event", "p": "nemesis", "ts": 5, "kind": "stall", "v": {}}))
+    for p, ls in lines.items():  # every worker's file starts with its start event, as the storm's do
+        start = json.dumps({"t": "event", "p": p, "ts": 2, "kind": "start", "v": {}})
+        (hist / f"{p}.jsonl").write_text("".join(x + "\n" for x in [start, *ls]))
+    (hist / "nemesis.jsonl").write_text("".join(x + "\n" for x in nemesis))
     return run_dir

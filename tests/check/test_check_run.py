@@ -30,7 +30,9 @@ def test_clean_run_dir_passes_and_writes_its_verdict(clean_dir: Path):
     assert v.result == "pass", v.violations
     stored = json.loads((clean_dir / "verdict.json").read_text())
     assert Verdict.from_json(stored) == v
-    assert v.stats["events"] == 1  # the nemesis file's event
+    # the storm's own records: a spawn and a start event per worker, and the nemesis file's stall
+    workers = len(list((clean_dir / "history").glob("w*.jsonl")))
+    assert v.stats["events"] == 2 * workers + 1
 
 
 def test_verdict_json_round_trip_keeps_evidence(tmp_path: Path):
@@ -119,6 +121,10 @@ class _Worker:
 
     def __init__(self, hist: Path, name: str, store):
         self.w = HistoryWriter(hist / f"{name}.jsonl", name)
+        self.w.event("start", {})
+        nemesis = HistoryWriter(hist / "nemesis.jsonl", "nemesis")
+        nemesis.event("spawn", {"target": name, "pid": 0})
+        nemesis.close()
         self.name = name
         self.store = store
         self.c = 0

@@ -129,10 +129,12 @@ def test_check_run_in_two_processes_matches_one(tmp_path: Path, monkeypatch: pyt
 def test_corrupt_line_in_the_childs_files_is_named(tmp_path: Path, forced: None):
     run_dir = _run(tmp_path, clean_history())
     last = sorted((run_dir / "history").glob("*.jsonl"))[-1]
-    last.write_text(last.read_text().replace('"t": "invoke"', '"t": "invoke"}{', 1))
+    text = last.read_text()
+    line = text[:text.index('"t": "invoke"')].count("\n") + 1  # the first invoke's line (after the start event)
+    last.write_text(text.replace('"t": "invoke"', '"t": "invoke"}{', 1))
     v = check_run(run_dir, write=False)
     assert v.result == "inconclusive"
-    assert any(f"{last}:1: unreadable history record" in r for r in v.reasons), v.reasons
+    assert any(f"{last}:{line}: unreadable history record" in r for r in v.reasons), v.reasons
 
 
 def test_truncated_last_line_in_the_childs_files_is_an_unknown_operation(tmp_path: Path, forced: None):
@@ -152,8 +154,8 @@ def test_a_process_in_both_groups_is_folded_in_one_pass(tmp_path: Path, forced: 
     one = check_run(run_dir, write=False)
     hist = run_dir / "history"
     lines = (hist / "w1.1.jsonl").read_text().splitlines(keepends=True)
-    (hist / "w1.1.jsonl").write_text("".join(lines[:4]))
-    (hist / "zz.jsonl").write_text("".join(lines[4:]))  # the rest of w1.1's calls, in the last file
+    (hist / "w1.1.jsonl").write_text("".join(lines[:5]))  # its start event and two calls
+    (hist / "zz.jsonl").write_text("".join(lines[5:]))  # the rest of w1.1's calls, in the last file
     two = check_run(run_dir, write=False)
     assert two.to_json() == one.to_json()
     assert two.result == "fail"

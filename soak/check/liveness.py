@@ -25,7 +25,14 @@ from typing import Any
 
 from soak.check.verdict import Violation
 
-__all__ = ["check_liveness", "exercised", "history_gaps", "recount"]
+__all__ = ["WHOLE_HISTORY_CHECKERS", "check_liveness", "exercised", "history_gaps", "lost_workers", "recount"]
+
+#: Checkers whose findings are proofs only over a whole history: a worker whose history is missing may have made
+#: the write, delete, acquire or renewal that explains them (a "phantom" value, a lost write, a refusal, a read).
+#: With a worker's history missing, their findings are set aside and the verdict is inconclusive; the others
+#: (two grants of one epoch, an operation accepted after a recorded successor's grant, a lease used on another
+#: run, a failed boot, a call that never returned) prove their violation from recorded operations alone.
+WHOLE_HISTORY_CHECKERS = frozenset({"state", "reads", "refusals", "takeovers", "probe"})
 
 
 def _value(ev: Any) -> dict[str, Any]:
@@ -116,11 +123,30 @@ def check_liveness(facts: Any) -> list[Violation]:
                                  f"(not counting pauses), past {limit}: {how}", (ev,)))
         elif kind == "exit" and not v.get("forced") and v.get("in_call") and v.get("op") == ev.index:
             raised = lives.store_exits.get((ev.process, ev.index))
-            cause = (f"the store raised {raised.get('error')} ({raised.get('message')}) and the process ended with "
-                     if raised else "the process ended by ")
-            out.append(Violation("no-crash", f"{what}: {cause}{_how(v)} inside the call, {took / 1e9:.3f} s after "
-                                 f"it was invoked; no nemesis action ended it", (ev,)))
+            if raised:
+                cause = (f"the store raised {raised.get('error')} ({raised.get('message')}) inside the call, "
+                         f"{took / 1e9:.3f} s after it was invoked, to end the process (which soak then ended)")
+            else:
+                cause = (f"the process ended by {_how(v)} inside the call, {took / 1e9:.3f} s after it was invoked; "
+                         "no nemesis action ended it")
+            out.append(Violation("no-crash", f"{what}: {cause}", (ev,)))
     return out
+
+
+def lost_workers(facts: Any) -> list[str]:
+    """The spawned workers whose history is missing (a storm's run directory only), sorted."""
+    if not facts.from_storm:
+        return []
+    lives = _Lives(facts.events)
+    lost = []
+    for name in sorted(lives.spawned):
+        if name in lives.started:
+            continue
+        end = lives.ends.get(name, (0, "", {}))[2]
+        if end.get("forced") and end.get("phase") in ("starting", 0):
+            continue  # stopped at the storm's end before it could start: it never reached the store
+        lost.append(name)
+    return lost
 
 
 def history_gaps(facts: Any) -> list[str]:
@@ -133,14 +159,13 @@ def history_gaps(facts: Any) -> list[str]:
         if not lives.spawned:
             reasons.append("history/nemesis.jsonl names no spawned worker: the storm's own record is missing, so "
                            "which workers ran, paused and died is unknown")
-        for name, spawn in sorted(lives.spawned.items()):
-            if name in lives.started:
-                continue
-            end = lives.ends.get(name, (0, "", {}))[2]
-            if end.get("forced") and end.get("phase") in ("starting", 0):
-                continue  # stopped at the storm's end before it could start: it never reached the store
-            reasons.append(f"spawned worker {name} (pid {spawn.get('pid')}) left no history: history/{name}.jsonl "
-                           "is missing, so its operations are unknown")
+        lost = lost_workers(facts)
+        for name in lost:
+            reasons.append(f"spawned worker {name} (pid {lives.spawned[name].get('pid')}) left no history: "
+                           f"history/{name}.jsonl is missing, so its operations are unknown")
+        if lost:
+            reasons.append("with a worker's history missing, the final state, the reads, the refusals and the "
+                           f"takeovers cannot be judged ({', '.join(sorted(WHOLE_HISTORY_CHECKERS))} set aside)")
     for name, crash in sorted(lives.crashes.items()):
         if crash.get("phase") == "starting":
             reasons.append(f"worker {name} could not start: {crash.get('error')}: {crash.get('message')} (see "

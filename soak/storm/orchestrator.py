@@ -110,11 +110,13 @@ def _snapshot_main(target_blob: bytes, location: str, ttl_ms: int, run_ids: list
                    parent_pid: int) -> None:
     """Child process: open a fresh store over the location, read the final state back, save it.
 
-    A boot that fails is retried (`_SNAPSHOT_BOOTS` times, backing off); whatever goes wrong leaves one line in
+    A boot that fails is retried (`_SNAPSHOT_BOOTS` times, backing off), each recorded in
+    `history/final-state.jsonl` as a worker's boot is; whatever goes wrong leaves one line in
     `snapshot-error.txt` and its traceback in the run directory, and what the store prints goes to
     `snapshot.stderr`, never to the console.
     """
     from soak.errors import StoreBootError, save_traceback
+    from soak.spi import StoreError
     from soak.storm.worker import _die_with_parent
 
     err = os.open(os.path.join(run_dir, "snapshot.stderr"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
@@ -131,13 +133,23 @@ def _snapshot_main(target_blob: bytes, location: str, ttl_ms: int, run_ids: list
     try:
         target = dill.loads(target_blob)
         store, errors = None, []
+        # its boots are recorded like a worker's: a failed one is evidence too (concurrent-boot)
+        writer = HistoryWriter(Path(run_dir, HISTORY_DIR, "final-state.jsonl"), "final-state")
+        writer.event("start", {"pid": os.getpid()})
         for attempt in range(_SNAPSHOT_BOOTS):
+            index = writer.invoke("open", "", None, "boot", {})
             try:
                 store = target.open(location, ttl_ms, timeout_s=None)
-                break
             except StoreBootError as exc:
+                cause = exc.__cause__
+                writer.complete(index, "fail" if isinstance(cause, StoreError) else "info",
+                                error=type(cause).__name__ if cause else "StoreBootError", message=str(exc))
                 errors.append(str(exc))
                 time.sleep(0.05 * 2 ** attempt)
+                continue
+            writer.complete(index, "ok")
+            break
+        writer.close()
         if store is None:
             fail(f"the final-state reader could not boot the store in {_SNAPSHOT_BOOTS} attempts (last: "
                  f"{errors[-1]})", 3)
@@ -145,9 +157,6 @@ def _snapshot_main(target_blob: bytes, location: str, ttl_ms: int, run_ids: list
             save_snapshot(run_dir, read_snapshot(store, run_ids))
         finally:
             store.close()
-        if errors:
-            Path(run_dir, SNAPSHOT_ERROR + ".boots").write_text(
-                f"the final-state reader booted the store at attempt {len(errors) + 1}: " + "; ".join(errors) + "\n")
     except BaseException as exc:  # noqa: BLE001 - the parent reports it in one line
         if isinstance(exc, SystemExit) and exc.code == 0:
             raise
@@ -585,4 +594,7 @@ def run_storm(
         extra["seed"] = seed
         write_json(run_dir / "storm.json", extra)
         storm.timeline.close()
+        for path in [*run_dir.glob("*.stderr"), *(run_dir / HISTORY_DIR).glob("*.stderr")]:
+            if path.stat().st_size == 0:  # what a process printed is kept; an empty file says nothing
+                path.unlink()
     return info

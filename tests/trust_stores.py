@@ -1,0 +1,122 @@
+"""Stores that misbehave the way real stores do, for the trust tests (tests/storm/test_trust.py).
+
+Each wraps the reference SQLite store and breaks one promise of CONTRACT section 1 that is not about what a call
+returns: a call that never returns (`call-returns`), a call that kills or exits its process (`no-crash`), a boot
+that fails now and then (`concurrent-boot`). Module-level factories, so spawned workers import them by name.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+from soak.stores.sqlite import SqliteStore
+
+
+def _path(location: str) -> str:
+    return os.path.join(location, "store.db")
+
+
+def _nth_boot(location: str) -> int:
+    """How many boots of this location came before this one (0 for the first), counted in files: across processes."""
+    n = 0
+    while True:
+        try:
+            os.close(os.open(os.path.join(location, f"boot-{n}"), os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+            return n
+        except FileExistsError:
+            n += 1
+
+
+class _CountingStore(SqliteStore):
+    """Counts this store object's calls of each surface (each worker opens its own object)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.calls: dict[str, int] = {}
+
+    def _count(self, surface: str) -> int:
+        self.calls[surface] = self.calls.get(surface, 0) + 1
+        return self.calls[surface]
+
+
+class HangingMeta(_CountingStore):
+    """Every store object's 12th put_meta never returns (outside any transaction: nobody else is held up)."""
+
+    def put_meta(self, meta, lease=None):
+        if self._count("put_meta") == 12:
+            time.sleep(3600)
+        super().put_meta(meta, lease)
+
+
+class SegfaultingAppend(_CountingStore):
+    """Every store object's 15th append kills its process with SIGSEGV (a crash in a C extension)."""
+
+    def append(self, run_id, entry, lease=None):
+        if self._count("append") == 15:
+            os.kill(os.getpid(), signal.SIGSEGV)
+        super().append(run_id, entry, lease)
+
+
+class ExitingBlobPut(_CountingStore):
+    """Every store object's 8th blob put calls os._exit(3) (a library that exits on an error)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        put = self.transcripts.put
+
+        def exiting_put(ref, blob, lease=None):
+            if self._count("blob_put") == 8:
+                os._exit(3)
+            put(ref, blob, lease)
+
+        self.transcripts.put = exiting_put
+
+
+class RaisingSystemExit(_CountingStore):
+    """Every store object's 10th renew raises SystemExit(2), as a CLI library deep inside a store might."""
+
+    def renew(self, lease):
+        if self._count("renew") == 10:
+            raise SystemExit(2)
+        return super().renew(lease)
+
+
+def open_hanging_meta(location: str, *, lease_ttl_ms: int, clock=None) -> SqliteStore:
+    return HangingMeta(_path(location), lease_ttl_ms, clock=clock or time.time)
+
+
+def open_segfaulting_append(location: str, *, lease_ttl_ms: int, clock=None) -> SqliteStore:
+    return SegfaultingAppend(_path(location), lease_ttl_ms, clock=clock or time.time)
+
+
+def open_exiting_blob_put(location: str, *, lease_ttl_ms: int, clock=None) -> SqliteStore:
+    return ExitingBlobPut(_path(location), lease_ttl_ms, clock=clock or time.time)
+
+
+def open_raising_system_exit(location: str, *, lease_ttl_ms: int, clock=None) -> SqliteStore:
+    return RaisingSystemExit(_path(location), lease_ttl_ms, clock=clock or time.time)
+
+
+def open_flaky_boot(location: str, *, lease_ttl_ms: int, clock=None) -> SqliteStore:
+    """Boots 1, 3, 5, ... of a location fail (RuntimeError), the others come up: the first boot of every storm
+    fails, and so does one of the final-state reader's."""
+    if _nth_boot(location) % 2 == 0:
+        raise RuntimeError("flaky bootstrap: could not create the schema")
+    return SqliteStore(_path(location), lease_ttl_ms, clock=clock or time.time)
+
+
+def open_first_boots_fail(location: str, *, lease_ttl_ms: int, clock=None) -> SqliteStore:
+    """The first four boots of a location fail: a storm's whole first wave of workers; every later boot comes up."""
+    if _nth_boot(location) < 4:
+        raise RuntimeError("the first boots fail: no schema yet")
+    return SqliteStore(_path(location), lease_ttl_ms, clock=clock or time.time)
+
+
+def open_timeout_boot(location: str, *, lease_ttl_ms: int, clock=None) -> SqliteStore:
+    """Every third boot raises TimeoutError, as redis-py and socket timeouts do: the store's answer, whatever the
+    exception's name."""
+    if _nth_boot(location) % 3 == 1:
+        raise TimeoutError("timed out connecting to the lock service")
+    return SqliteStore(_path(location), lease_ttl_ms, clock=clock or time.time)

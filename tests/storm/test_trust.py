@@ -198,3 +198,32 @@ def test_the_reference_store_still_passes(passing_run):
     assert v.stats["exercised"]["call-returns"] == v.stats["operations"]
     assert all(v.stats["exercised"][c] > 0 for c in ("lease-exclusive", "stale-rejected", "stale-lease-ops",
                                                      "run-match", "atomic-fence", "concurrent-boot", "no-crash"))
+
+
+def test_a_harness_crash_mid_storm_is_inconclusive_with_the_traceback_saved(tmp_path, monkeypatch, capsys):
+    """The storm itself failing is soak's problem: exit 3 (not 2, a usage error), one line, the traceback in the
+    run directory, and what the workers recorded until then is still checked."""
+    from soak.cli import main
+    from soak.storm import nemesis
+
+    steps = {"n": 0}
+    real = nemesis.Nemesis.step
+
+    def failing_step(self, workers):
+        steps["n"] += 1
+        if steps["n"] == 300:  # about 1.5 s into the storm
+            raise RuntimeError("the nemesis lost its place")
+        return real(self, workers)
+
+    monkeypatch.setattr(nemesis.Nemesis, "step", failing_step)
+    run_dir = tmp_path / "run"
+    code = main(["storm", "--quiet", "--no-report", "--out", str(run_dir)])
+    out = capsys.readouterr().out
+    assert code == 3, out
+    info = load_run_info(run_dir)
+    assert info.status == "crashed" and "the nemesis lost its place" in info.error
+    assert "soak-traceback.txt" in info.error and "RuntimeError" in (run_dir / "soak-traceback.txt").read_text()
+    assert "Traceback" not in out
+    v = _verdict(run_dir)
+    assert v["result"] == "inconclusive" and v["stats"]["operations"] > 0
+    assert any("status 'crashed" in r for r in v["reasons"])

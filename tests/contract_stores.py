@@ -405,3 +405,9 @@ class RefusesLiveAppend(SqliteStore):
 
 open_slow_first_append = _factory(SlowFirstAppend, "open_slow_first_append")
 open_refuses_live_append = _factory(RefusesLiveAppend, "open_refuses_live_append")
+
+
+def open_misdeclared_clock(location: str, *, lease_ttl_ms: int) -> SqliteStore:
+    """The reference store (which declares `injectable_clock = True`) from a factory that takes no `clock=`:
+    a declaration the factory does not honour, which suites must refuse as a boot error naming the fix."""
+    return SqliteStore(os.path.join(location, "store.db"), lease_ttl_ms)

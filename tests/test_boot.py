@@ -26,6 +26,7 @@ def test_a_fail_fast_store_boots_sixteen_processes_twenty_times(capsys):
     # busy_timeout_ms=0: every lock held by another process is answered StoreBusyError at once, and retried
     assert main(["boot", "--store", "sqlite:?busy_timeout_ms=0", "-n", "16"]) == 0
     out = capsys.readouterr().out
+    assert "soak boot: sqlite:?busy_timeout_ms=0  16 processes x 20 rounds" in out
     assert "attempts 320, failures 0" in out and "StoreBusyError answer(s) retried" in out
     assert out.strip().splitlines()[-1] == "PASS"
 

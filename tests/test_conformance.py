@@ -226,9 +226,8 @@ def test_without_the_clock_declaration_a_split_fence_still_fails():
 
 
 def test_a_store_declaring_the_clock_whose_factory_refuses_it_is_a_boot_error():
-    # broken_stores' reference store "without clock=" still inherits injectable_clock = True
     with pytest.raises(StoreBootError, match="declares injectable_clock = True but its factory refused clock="):
-        run_conformance("tests.broken_stores:open_reference_no_clock", clauses=["journal-a2"])
+        run_conformance("tests.contract_stores:open_misdeclared_clock", clauses=["journal-a2"])
 
 
 # -- store choices ----------------------------------------------------------------------------------
@@ -461,7 +460,7 @@ def test_cli_usage_errors_exit_2_with_one_line(capsys, argv, fragment):
     assert len(lines) == 1 and fragment in lines[0] and lines[0].startswith("soak: ")
 
 
-@pytest.mark.parametrize("spec", ["nosuch:", "not.a.module:f", "tests.broken_stores:open_reference_no_clock"])
+@pytest.mark.parametrize("spec", ["nosuch:", "not.a.module:f", "tests.contract_stores:open_misdeclared_clock"])
 def test_cli_process_exit_code_for_bad_specs(spec):
     proc = subprocess.run(
         [sys.executable, "-m", "soak.cli", "conformance", "--store", spec],

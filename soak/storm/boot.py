@@ -231,9 +231,10 @@ def boot_storm(
 
     if processes < 1 or rounds < 1:
         raise HarnessError(f"boot storm needs at least 1 process and 1 round, got -n {processes} --rounds {rounds}")
+    name = redact(target.strip()) if isinstance(target, str) else redact(target.spec)  # with its ?options
     if not isinstance(target, StoreTarget):
         target = resolve(target)
-    report = BootReport(redact(target.spec), processes, rounds)
+    report = BootReport(name, processes, rounds)
     ctx = multiprocess.get_context("spawn")
     base = tempfile.mkdtemp(prefix="soak-boot-", dir=root)
     t_start = time.monotonic()

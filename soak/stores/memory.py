@@ -1,19 +1,53 @@
 """`memory:` — the in-process reference store: the oracle behind a lock and a real clock.
 
 Single process only: it is the simplest correct reading of the contract and the executable
-twin of `soak.oracle` in tests.
+twin of `soak.oracle` in tests. Store objects opened over one location in one process share
+that location's state (one fencing domain, as the contract asks of every store), each with its
+own ttl and clock; the state is freed when the last object over the location closes. A
+`MemoryStore` made directly, without a location, is a domain of its own.
 """
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections.abc import Callable
 
-from soak.oracle import Oracle
+from soak.oracle import Oracle, State
 from soak.spi import JournalEntry, Lease, RunMeta
 
 __all__ = ["MemoryStore", "open_memory"]
+
+
+class _Domain:
+    """The state of one location and the lock every object over it takes for each call."""
+
+    def __init__(self) -> None:
+        self.state = State()
+        self.lock = threading.Lock()
+        self.objects = 0
+
+
+_DOMAINS: dict[str, _Domain] = {}
+_DOMAINS_LOCK = threading.Lock()
+
+
+def _attach(location: str) -> tuple[str, _Domain]:
+    key = os.path.abspath(location)
+    with _DOMAINS_LOCK:
+        domain = _DOMAINS.get(key)
+        if domain is None:
+            domain = _DOMAINS[key] = _Domain()
+        domain.objects += 1
+    return key, domain
+
+
+def _detach(key: str, domain: _Domain) -> None:
+    with _DOMAINS_LOCK:
+        domain.objects -= 1
+        if domain.objects <= 0 and _DOMAINS.get(key) is domain:
+            del _DOMAINS[key]
 
 
 class _MemoryBlobs:
@@ -45,11 +79,18 @@ class MemoryStore:
     fenced_writes = True
     injectable_clock = True
 
-    def __init__(self, lease_ttl_ms: int = 250, *, clock: Callable[[], float] = time.monotonic):
+    def __init__(self, lease_ttl_ms: int = 250, *, clock: Callable[[], float] = time.monotonic,
+                 location: str | None = None):
         self.lease_ttl_ms = int(lease_ttl_ms)
-        self._oracle = Oracle(self.lease_ttl_ms)
+        self._oracle = Oracle(self.lease_ttl_ms)  # this object's ttl, over the location's shared state
         self._clock = clock
-        self._lock = threading.Lock()
+        self._domain: tuple[str, _Domain] | None = None
+        if location is None:
+            self._lock = threading.Lock()
+        else:
+            self._domain = _attach(location)
+            self._oracle.state = self._domain[1].state
+            self._lock = self._domain[1].lock
         self.transcripts = _MemoryBlobs(self)
 
     def acquire(self, run_id: str, owner: str) -> Lease:
@@ -89,9 +130,13 @@ class MemoryStore:
             self._oracle.delete(run_id, lease, self._clock())
 
     def close(self) -> None:
-        pass
+        """Detach from the location (idempotent); its state goes with the last object over it."""
+        domain, self._domain = self._domain, None
+        if domain is not None:
+            _detach(*domain)
 
 
 def open_memory(location: str, *, lease_ttl_ms: int, clock: Callable[[], float] | None = None) -> MemoryStore:
-    """Factory for `memory:`; the location is ignored (the store lives in this process)."""
-    return MemoryStore(lease_ttl_ms, clock=clock or time.monotonic)
+    """Factory for `memory:`: objects over one location in this process share its state (nothing is written
+    to the location itself)."""
+    return MemoryStore(lease_ttl_ms, clock=clock or time.monotonic, location=location)

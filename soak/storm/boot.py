@@ -2,9 +2,16 @@
 
 Each round gets a fresh empty location. N worker processes (spawn context, started once and
 reused across rounds so a round costs a store boot, not an interpreter start) wait behind a
-barrier, then each opens the store, does one tiny round trip (acquire, append, release on its
-own run) and closes it. Every failure is recorded with its exception type and message; a
+barrier, then each opens the store, does one tiny round trip (acquire, append, load, release on
+its own run) and closes it. Every failure is recorded with its exception type and message; a
 round that does not finish within the timeout has its stragglers killed and counted as hung.
+
+`StoreBusyError` inside the round trip, after a successful open, is retried (`soak.retry`, bounded and
+counted): the contract says nothing was written and the caller may retry, and a fail-fast store answers it
+whenever another process holds its lock. A round trip busy on every attempt proves nothing about the boot:
+it is undecided (`BootReport.undecided`), never a failure. Likewise a tenure may lapse while a contended call
+waits for a lock, and a store may refuse it then (`expired-unsuperseded`): only a refusal that came back
+within the ttl is a failure; otherwise the trip is made again with a fresh tenure.
 """
 
 from __future__ import annotations
@@ -21,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from soak.errors import HarnessError
+from soak.retry import BusyCount
 from soak.stores import StoreTarget, redact, resolve
 
 __all__ = ["BootFailure", "BootReport", "boot_storm", "configure_parser", "run_cli"]
@@ -32,13 +40,17 @@ class BootFailure:
 
     round: int
     process: int
-    kind: str  # exception type name, or "hung"
+    kind: str  # exception type name, "hung", "died"; "BusyExhausted" or "TenureLapsed" (undecided, not failures)
     message: str
 
 
 @dataclass(slots=True)
 class BootReport:
-    """What a boot storm saw: attempts, failures by type, boot times."""
+    """What a boot storm saw: attempts, failures by type, boot times, busy answers retried.
+
+    `undecided` holds the processes whose round trip answered `StoreBusyError` on every attempt after a
+    successful open, or whose tenure lapsed before every trip was done: not failures, but nothing was learnt
+    from them either."""
 
     store: str
     processes: int
@@ -47,6 +59,9 @@ class BootReport:
     failures_list: list[BootFailure] = field(default_factory=list)
     boot_times_s: list[float] = field(default_factory=list)
     elapsed_s: float = 0.0
+    undecided: list[BootFailure] = field(default_factory=list)
+    busy: BusyCount = field(default_factory=BusyCount)
+    lapsed: int = 0  # round trips made again because the tenure lapsed (and was refused) before they were done
 
     @property
     def failures(self) -> int:
@@ -54,7 +69,15 @@ class BootReport:
 
     @property
     def ok(self) -> bool:
-        return self.attempts > 0 and not self.failures_list
+        """Every process came up and finished its round trip (a pass)."""
+        return self.attempts > 0 and not self.failures_list and not self.undecided
+
+    @property
+    def verdict(self) -> str:
+        """`fail` on any failed boot; `inconclusive` when none failed but some round trip stayed busy."""
+        if self.failures_list:
+            return "fail"
+        return "pass" if self.ok else "inconclusive"
 
     @property
     def worst_boot_s(self) -> float:
@@ -71,12 +94,53 @@ class BootReport:
         return f"{kinds}; first: round {first.round} process {first.process}: {first.kind}: {first.message}"
 
 
+#: Round trips a process tries before giving up when its tenure lapses before it is done with it each time.
+TRIPS = 5
+
+
+class _Lapsed(Exception):
+    """Every round trip's tenure lapsed before the process was done with it: nothing was learnt."""
+
+
+def _round_trip(store: Any, index: int, lease_ttl_ms: int, busy: BusyCount) -> int:
+    """acquire, append, load, release on the process's own run; returns how many trips lapsed first.
+
+    A `LeaseHeldError` under the new tenure is a failure only when it came back within the ttl of the acquire's
+    invocation (the tenure was surely live when the store judged it). Later the tenure may have lapsed while the
+    call waited for a lock, and a store may refuse an expired tenure (`expired-unsuperseded`): the trip is then
+    made again with a fresh tenure, up to `TRIPS` times."""
+    from soak.retry import retry_busy
+    from soak.spi import JournalEntry, LeaseHeldError
+
+    run, entry, ttl_s = f"boot-{index}", JournalEntry(1, f"p{index}".encode()), lease_ttl_ms / 1000.0
+    for trip in range(TRIPS):
+        t0 = time.monotonic()
+        lease = retry_busy(lambda: store.acquire(run, f"p{index}"), "acquire", count=busy)
+        try:
+            retry_busy(lambda: store.append(run, entry, lease), "append", count=busy)
+        except LeaseHeldError:
+            if time.monotonic() - t0 < ttl_s:
+                raise
+            continue
+        loaded = retry_busy(lambda: store.load(run), "load", count=busy)
+        if loaded != [entry]:
+            raise AssertionError(f"round trip read back {loaded!r}")
+        try:
+            retry_busy(lambda: store.release(lease), "release", count=busy)
+        except LeaseHeldError:
+            if time.monotonic() - t0 < ttl_s:
+                raise
+        return trip
+    raise _Lapsed(f"the {lease_ttl_ms} ms tenure lapsed before the append in all {TRIPS} round trips (the store "
+                  "refused it, as it may once it expired): the ttl is too short for this contention")
+
+
 def _worker(index: int, target: StoreTarget, lease_ttl_ms: int, tasks: Any, results: Any, barrier: Any) -> None:
     """One boot process: for each round's location, wait at the barrier, open, round-trip, close."""
     # Imports happen here too: under spawn this body runs in a fresh interpreter.
-    from soak.spi import JournalEntry
+    from soak.retry import BusyExhausted
 
-    results.put((0, index, "ready", "", None))  # start-up is not boot time: the parent waits for this
+    results.put((0, index, "ready", "", None, 0))  # start-up is not boot time: the parent waits for this
     while True:
         task = tasks.get()
         if task is None:
@@ -85,27 +149,26 @@ def _worker(index: int, target: StoreTarget, lease_ttl_ms: int, tasks: Any, resu
         try:
             barrier.wait(timeout=60)
         except Exception as exc:  # a broken barrier: report and go on to the next round
-            results.put((rnd, index, "BrokenBarrierError", f"barrier broke: {exc!r}", None))
+            results.put((rnd, index, "BrokenBarrierError", f"barrier broke: {exc!r}", None, 0))
             continue
         t0 = time.monotonic()
         boot_s = None
+        busy = BusyCount()
         try:
             store = target.open(location, lease_ttl_ms, timeout_s=None)
             boot_s = time.monotonic() - t0
             try:
-                run = f"boot-{index}"
-                lease = store.acquire(run, f"p{index}")
-                store.append(run, JournalEntry(1, f"p{index}".encode()), lease)
-                if store.load(run) != [JournalEntry(1, f"p{index}".encode())]:
-                    raise AssertionError(f"round trip read back {store.load(run)!r}")
-                store.release(lease)
+                lapsed = _round_trip(store, index, lease_ttl_ms, busy)
             finally:
                 store.close()
-            results.put((rnd, index, None, "", boot_s))
+            results.put((rnd, index, None, f"lapsed {lapsed}" if lapsed else "", boot_s, busy.retries))
+        except (BusyExhausted, _Lapsed) as exc:
+            kind = "BusyExhausted" if isinstance(exc, BusyExhausted) else "TenureLapsed"
+            results.put((rnd, index, kind, " ".join(str(exc).split())[:300], boot_s, busy.retries))
         except BaseException as exc:  # noqa: BLE001 - every failure is data
             cause = exc.__cause__ if type(exc).__name__ == "StoreBootError" and exc.__cause__ else exc
             msg = " ".join(str(cause).split())[:300] or "".join(traceback.format_exception_only(cause)).strip()
-            results.put((rnd, index, type(cause).__name__, msg, boot_s))
+            results.put((rnd, index, type(cause).__name__, msg, boot_s, busy.retries))
 
 
 class _Pool:
@@ -127,7 +190,7 @@ class _Pool:
         deadline = time.monotonic() + 120
         while len(ready) < n and time.monotonic() < deadline:
             try:
-                rnd, index, kind, _, _ = self.results.get(timeout=1.0)
+                rnd, index, kind, _, _, _ = self.results.get(timeout=1.0)
             except Exception:  # queue.Empty
                 if not any(p.is_alive() for p in self.procs):
                     break
@@ -168,9 +231,10 @@ def boot_storm(
 
     if processes < 1 or rounds < 1:
         raise HarnessError(f"boot storm needs at least 1 process and 1 round, got -n {processes} --rounds {rounds}")
+    name = redact(target.strip()) if isinstance(target, str) else redact(target.spec)  # with its ?options
     if not isinstance(target, StoreTarget):
         target = resolve(target)
-    report = BootReport(redact(target.spec), processes, rounds)
+    report = BootReport(name, processes, rounds)
     ctx = multiprocess.get_context("spawn")
     base = tempfile.mkdtemp(prefix="soak-boot-", dir=root)
     t_start = time.monotonic()
@@ -188,7 +252,7 @@ def boot_storm(
                 if remaining <= 0:
                     break
                 try:
-                    r_round, index, kind, msg, boot_s = pool.results.get(timeout=min(remaining, 1.0))
+                    r_round, index, kind, msg, boot_s, retries = pool.results.get(timeout=min(remaining, 1.0))
                 except Exception:  # queue.Empty
                     if not any(p.is_alive() for i, p in enumerate(pool.procs) if i not in seen):
                         break
@@ -199,7 +263,13 @@ def boot_storm(
                 report.attempts += 1
                 if boot_s is not None:
                     report.boot_times_s.append(boot_s)
-                if kind is not None:
+                report.busy.retries += retries
+                if msg.startswith("lapsed ") and kind is None:
+                    report.lapsed += int(msg.split()[1])
+                if kind in ("BusyExhausted", "TenureLapsed"):
+                    report.busy.exhausted += kind == "BusyExhausted"
+                    report.undecided.append(BootFailure(rnd, index, kind, msg))
+                elif kind is not None:
                     report.failures_list.append(BootFailure(rnd, index, kind, msg))
             missing = [i for i in range(processes) if i not in seen]
             if missing:
@@ -234,15 +304,21 @@ def configure_parser(p: argparse.ArgumentParser) -> None:
 
 
 def run_cli(args: argparse.Namespace) -> int:
+    """Exit 0 when every process came up, 1 when any failed, 3 when none failed but a round trip stayed busy."""
     report = boot_storm(args.store, processes=args.processes, rounds=args.rounds,
                         lease_ttl_ms=args.ttl_ms, timeout_s=args.timeout)
     print(f"soak boot: {report.store}  {report.processes} processes x {report.rounds} rounds "
           f"in {report.elapsed_s:.1f} s")
     print(f"  attempts {report.attempts}, failures {report.failures}, "
-          f"worst boot {report.worst_boot_s * 1000:.0f} ms")
+          f"worst boot {report.worst_boot_s * 1000:.0f} ms; busy: {report.busy.summary()}"
+          + (f"; {report.lapsed} round trip(s) made again after their tenure lapsed" if report.lapsed else ""))
     for kind, n in report.by_type().items():
         first = next(f for f in report.failures_list if f.kind == kind)
         print(f"  {kind}: {n} (first: round {first.round} process {first.process}: {first.message})")
-    print("PASS" if report.ok else "FAIL")
+    if report.undecided:
+        first = report.undecided[0]
+        print(f"  undecided: {len(report.undecided)} round trip(s) that could not be finished after a successful "
+              f"open (first: round {first.round} process {first.process}: {first.kind}: {first.message})")
+    print(report.verdict.upper())
     sys.stdout.flush()
-    return 0 if report.ok else 1
+    return {"pass": 0, "fail": 1, "inconclusive": 3}[report.verdict]

@@ -39,6 +39,8 @@ LIVENESS_CLAUSES: tuple[str, ...] = ("call-returns", "no-crash")
 #: suites report which one the store made instead of a pass. clause -> the choices, as suites name them.
 CONTRACT_CHOICES: dict[str, tuple[str, ...]] = {
     "expired-unsuperseded": ("accepts", "refuses", "mixed"),
+    # not a clause of its own: a fenced delete may end the caller's tenure (delete-semantics holds either way)
+    "delete-ends-tenure": ("ends", "keeps"),
 }
 
 #: `call-returns`: the default bound on one store call is this many ttls, and never less than the floor.

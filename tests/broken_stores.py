@@ -87,16 +87,6 @@ open_acquire_while_live = _factory(AcquireWhileLive, "open_acquire_while_live")
 open_dropped_payload_bytes = _factory(DroppedPayloadBytes, "open_dropped_payload_bytes")
 
 
-def open_two_transaction_fence_no_clock(location: str, *, lease_ttl_ms: int) -> SqliteStore:
-    """The two-transaction store without clock=: the suite must fall back to real time."""
-    return TwoTransactionFence(os.path.join(location, "store.db"), lease_ttl_ms)
-
-
-def open_reference_no_clock(location: str, *, lease_ttl_ms: int) -> SqliteStore:
-    """The reference store without clock=: exercises the real-sleep paths of the suite."""
-    return SqliteStore(os.path.join(location, "store.db"), lease_ttl_ms)
-
-
 #: spec suffix -> the clause id it must fail
 BROKEN: dict[str, str] = {
     "open_unfenced_append": "stale-rejected",

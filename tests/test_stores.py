@@ -73,11 +73,18 @@ def test_sqlite_busy_becomes_store_busy_error_and_writes_nothing(tmp_path):
         store.close()
 
 
-def test_memory_store_ignores_its_location(tmp_path):
+def test_memory_objects_over_one_location_share_it(tmp_path):
+    """One fencing domain per location within one process (threads each open their own object), nothing on disk,
+    and another location is another domain."""
     from soak.stores.memory import open_memory
 
     a = open_memory(str(tmp_path), lease_ttl_ms=200)
     b = open_memory(str(tmp_path), lease_ttl_ms=200)
+    other = open_memory(str(tmp_path / "elsewhere"), lease_ttl_ms=200)
     a.put_meta(RunMeta("r", "running", 0))
-    assert b.get_meta("r") is None  # each object is its own domain: single process only
+    assert b.get_meta("r") == RunMeta("r", "running", 0)
+    assert other.get_meta("r") is None
+    for s in (a, b, other):
+        s.close()
+    assert open_memory(str(tmp_path), lease_ttl_ms=200).get_meta("r") is None  # freed with the last object
     assert list(tmp_path.iterdir()) == []

@@ -968,7 +968,7 @@ class ModelOutcome:
     reason: str = ""
     #: StoreBusyError answers retried, over every program
     busy_retries: int = 0
-    #: "fake" or "real", and why
+    #: "fake" or "real" ("unknown" if the run ended before the store's declaration was read), and why
     clock: str = ""
     clock_reason: str = ""
     lease_ttl_ms: int = 0
@@ -1046,8 +1046,8 @@ def _outcome(machine: type[FencedStoreMachine], passed: bool, **fields: Any) -> 
     return ModelOutcome(
         passed,
         busy_retries=stats.busy.retries,
-        clock="fake" if machine.fake_clock else "real",
-        clock_reason=machine.clock_reason,
+        clock={True: "fake", False: "real"}.get(machine.fake_clock, "unknown"),
+        clock_reason=machine.clock_reason or "not settled: the run ended before the store's declaration was read",
         lease_ttl_ms=machine.lease_ttl_ms,
         call_bound_s=machine.call_bound_s,
         slowest_call_s=round(stats.slowest_call_s, 4),

@@ -451,6 +451,9 @@ class FencedStoreMachine(RuleBasedStateMachine):
             value = retry_busy(self._timed(what, fn, window), what, count=self.run_stats.busy)
         except BusyExhausted as exc:
             raise _exhausted(exc) from exc
+        except Exception:
+            self._past_bound(what, window)  # a slow call that then raised is still past the bound
+            raise
         self._past_bound(what, window)
         return value
 

@@ -51,8 +51,8 @@ from soak.certify._files import (
 )
 from soak.certify._judge import (
     FAIL,
+    FENCING_SUBCHECKS,
     INCONCLUSIVE,
-    LIVENESS_CLAUSES,
     NOT_CLAIMED,
     PASS,
     PROFILE_CLAUSES,
@@ -67,7 +67,7 @@ from soak.certify._judge import (
     storm_sources,
 )
 from soak.certify._render import render_html, render_table
-from soak.clauses import CLAUSES
+from soak.clauses import CLAUSES, LIVENESS_CLAUSES
 from soak.errors import HarnessError, StoreBootError, StoreSpecError, save_traceback
 from soak.retry import BusyCount, BusyExhausted, retry_busy
 from soak.spi import StoreBusyError
@@ -354,7 +354,7 @@ def _run_conformance(target: StoreTarget, plan: _Plan, profile: str, claimed: li
     conf = run_conformance(target, clauses=claimed, boot_processes=plan.conformance_boot[0],
                            boot_rounds=plan.conformance_boot[1])
     sources, choices = conformance_sources(conf, profile=profile, clauses=claimed, injectable_clock=declared)
-    judged = [r for r in conf.results if profile == "fenced" or r.check not in {"fenced-transcripts"}]
+    judged = [r for r in conf.results if profile == "fenced" or r.check not in FENCING_SUBCHECKS]
     failed = sum(r.status in (FAIL, "error") for r in judged)
     undecided = sum(r.status not in (PASS, FAIL, "error") for r in judged)
     say(f"conformance: {len(judged)} checks, {failed} failed, {undecided} not decided "

@@ -29,6 +29,7 @@ __all__ = [
     "CHOICES",
     "CHOICE_CLAUSES",
     "ClauseResult",
+    "FENCING_SUBCHECKS",
     "PROFILE_CLAUSES",
     "Profile",
     "STORM_CLAUSES",

@@ -1,11 +1,17 @@
 """The pure model of fenced run semantics, shared by the checker, the models and `memory:`.
 
 Every operation takes the current time (`now`, seconds on the store's clock) as an argument:
-the oracle reads no clock and does no I/O. Where the contract leaves a choice open
-(`expired-unsuperseded`), the oracle takes the strict reading: a mutation or renew under an
-expired tenure is refused, a release of it is accepted (it ends only its own tenure).
-`classify` tells callers which cases are such choices, so a model comparing a vendor's store
-against the oracle can accept either outcome there.
+the oracle reads no clock and does no I/O.
+
+Where the contract leaves a choice to the store, the oracle takes the reference stores' reading,
+and says where a caller may meet the other one:
+- `expired-unsuperseded`: a mutation or renew under an expired tenure nobody superseded is
+  refused, a release of it is accepted (it ends only its own tenure). `classify` returns
+  `EXPIRED` there, so a model comparing a vendor's store against the oracle accepts either outcome.
+- a fenced `delete` under the live tenure keeps that tenure live (`delete_ends_tenure=False`);
+  `True` models a store that ends it with the run. Either way the epoch high-water mark
+  survives. `None` is the reading of a model that follows a store it has not yet seen choose:
+  the tenure is then `UNDECIDED` until `settle_delete_choice` records what the store showed.
 """
 
 from __future__ import annotations
@@ -33,6 +39,9 @@ class LeaseStanding(Enum):
     EXPIRED = "expired"  # current, unreleased, expired, no successor: MAY be accepted
     STALE = "stale"  # a later epoch was issued or it was released: must be refused
     FOREIGN = "foreign"  # lease for another run: must be refused (run-match)
+    # a fenced delete under this live tenure was accepted and the store has not shown whether that
+    # ended it: live (or expired) if the store keeps tenures on delete, stale if it ends them
+    UNDECIDED = "undecided"
 
 
 @dataclass(slots=True)
@@ -43,6 +52,9 @@ class Tenure:
     epoch: int
     expires_at: float
     released: bool = False
+    #: a fenced delete was accepted under this tenure while it was live (its standing after that is
+    #: the store's delete choice)
+    deleted_live: bool = False
 
     def lease(self, run_id: str) -> Lease:
         return Lease(run_id, self.owner, self.epoch)
@@ -61,10 +73,13 @@ class State:
 class Oracle:
     """A single-threaded, clock-free reading of CONTRACT section 1."""
 
-    def __init__(self, lease_ttl_ms: int) -> None:
+    def __init__(self, lease_ttl_ms: int, *, delete_ends_tenure: bool | None = False) -> None:
         if lease_ttl_ms <= 0:
             raise ValueError(f"lease_ttl_ms must be positive, got {lease_ttl_ms}")
         self.lease_ttl_ms = lease_ttl_ms
+        #: the delete choice: False keeps the deleting holder's tenure (the reference stores), True
+        #: ends it, None is not known yet (see the module docstring)
+        self.delete_ends_tenure = delete_ends_tenure
         self.state = State()
 
     @property
@@ -73,30 +88,51 @@ class Oracle:
 
     # -- leases -----------------------------------------------------------------------------
 
-    def holder(self, run_id: str, now: float) -> Lease | None:
-        """The live lease of a run, if any."""
+    def _ended(self, t: Tenure, delete_ends: bool | None) -> bool:
+        """Whether `t` has ended; an undecided tenure is read by `delete_ends` (None: as kept)."""
+        if t.released:
+            return True
+        if t.deleted_live and self.delete_ends_tenure is None:
+            return bool(delete_ends)
+        return False
+
+    def holder(self, run_id: str, now: float, *, delete_ends: bool | None = None) -> Lease | None:
+        """The live lease of a run, if any. An `UNDECIDED` tenure is read as `delete_ends` says
+        (None: as kept, the reading under which fewer acquires may be granted)."""
         t = self.state.tenures.get(run_id)
-        if t is None or t.released or now >= t.expires_at:
+        if t is None or self._ended(t, delete_ends) or now >= t.expires_at:
             return None
         return t.lease(run_id)
+
+    def undecided(self, run_id: str) -> bool:
+        """True while the run's tenure waits on the store's delete choice (`UNDECIDED`)."""
+        t = self.state.tenures.get(run_id)
+        return t is not None and not t.released and t.deleted_live and self.delete_ends_tenure is None
 
     def high_water(self, run_id: str) -> int:
         t = self.state.tenures.get(run_id)
         return t.epoch if t else 0
 
-    def classify(self, lease: Lease, run_id: str, now: float) -> LeaseStanding:
-        """Where `lease` stands when used on `run_id` at `now`."""
+    def classify(self, lease: Lease, run_id: str, now: float, *, delete_ends: bool | None = None) -> LeaseStanding:
+        """Where `lease` stands when used on `run_id` at `now`. A tenure waiting on the store's
+        delete choice is `UNDECIDED`, unless `delete_ends` says which reading to take."""
         if lease.run_id != run_id:
             return LeaseStanding.FOREIGN
         t = self.state.tenures.get(run_id)
         if t is None or t.released or (t.owner, t.epoch) != (lease.owner, lease.epoch):
             return LeaseStanding.STALE
+        if self.undecided(run_id):
+            if delete_ends is None:
+                return LeaseStanding.UNDECIDED
+            if delete_ends:
+                return LeaseStanding.STALE
         if now >= t.expires_at:
             return LeaseStanding.EXPIRED
         return LeaseStanding.LIVE
 
     def fence(self, run_id: str, lease: Lease | None, now: float) -> None:
-        """Raise `LeaseHeldError` unless `lease` is None or live on `run_id`."""
+        """Raise `LeaseHeldError` unless `lease` is None or live on `run_id` (an undecided tenure
+        is not live: the oracle cannot accept for a store whose choice it does not know)."""
         if lease is None:
             return
         if self.classify(lease, run_id, now) is not LeaseStanding.LIVE:
@@ -154,6 +190,31 @@ class Oracle:
         self.fence(run_id, lease, now)
         self.state.journals.pop(run_id, None)
         self.state.metas.pop(run_id, None)
+        if lease is not None:
+            self.deleted_under_live(run_id)
+
+    def deleted_under_live(self, run_id: str) -> None:
+        """A fenced delete under the run's live tenure was accepted: apply the delete choice to it
+        (end it, keep it, or leave it `UNDECIDED` while the choice is not known)."""
+        t = self.state.tenures.get(run_id)
+        if t is None or t.released:
+            return
+        t.deleted_live = True
+        if self.delete_ends_tenure:
+            t.released = True
+
+    def settle_delete_choice(self, ends: bool) -> None:
+        """Record the delete choice the store showed; every undecided tenure takes it."""
+        self.delete_ends_tenure = ends
+        if ends:
+            for t in self.state.tenures.values():
+                if t.deleted_live:
+                    t.released = True
+
+    def ended_by_delete(self, run_id: str) -> bool:
+        """True where the run's newest tenure was ended by a fenced delete (the store ends them)."""
+        t = self.state.tenures.get(run_id)
+        return t is not None and t.deleted_live and self.delete_ends_tenure is True
 
     # -- blobs ------------------------------------------------------------------------------
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 __all__ = ["CALL_BOUND_FLOOR_S", "CALL_BOUND_TTLS", "CLAUSES", "CONTRACT_CHOICES", "LIVENESS_CLAUSES", "clause_title",
-           "default_call_bound_s"]
+           "default_call_bound_s", "expired_choice"]
 
 #: clause id -> one-line statement of the promise.
 CLAUSES: dict[str, str] = {
@@ -42,6 +42,18 @@ CONTRACT_CHOICES: dict[str, tuple[str, ...]] = {
     # not a clause of its own: a fenced delete may end the caller's tenure (delete-semantics holds either way)
     "delete-ends-tenure": ("ends", "keeps"),
 }
+
+def expired_choice(outcomes: dict[str, tuple[int, int]]) -> str | None:
+    """The store's `expired-unsuperseded` choice from (accepted, refused) counts per surface: `accepts`,
+    `refuses` or `mixed`, None when nothing was seen. Read off the mutations and renews: releasing one's own
+    expired tenure ends only that tenure, and stores that refuse the rest commonly accept it (the reference stores
+    do), so suites report the release beside the choice, not in it."""
+    accepted = sum(a for surface, (a, _) in outcomes.items() if surface != "release")
+    refused = sum(r for surface, (_, r) in outcomes.items() if surface != "release")
+    if not accepted and not refused:
+        return None
+    return "accepts" if not refused else "refuses" if not accepted else "mixed"
+
 
 #: `call-returns`: the default bound on one store call is this many ttls, and never less than the floor.
 CALL_BOUND_TTLS = 20

@@ -62,7 +62,7 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-from soak.clauses import CLAUSES, default_call_bound_s
+from soak.clauses import CLAUSES, default_call_bound_s, expired_choice
 from soak.clock import FakeClock
 from soak.errors import HarnessError, ScenarioError, StoreBootError
 from soak.oracle import LeaseStanding, Oracle
@@ -1017,20 +1017,13 @@ def _program_from(exc: BaseException) -> tuple[str, ...]:
     return ()
 
 
-def _summary(counts: list[int]) -> str:
-    accepted, refused = counts
-    return "accepts" if not refused else "refuses" if not accepted else "mixed"
-
-
 def _choices(stats: _RunStats) -> tuple[dict[str, str], dict[str, str]]:
     """The store's choices from what the programs saw (see `ModelOutcome.choices`)."""
     choices: dict[str, str] = {}
     detail: dict[str, str] = {}
-    # Releasing one's own expired tenure ends nothing else, and the reference stores accept it while
-    # refusing the rest: the choice is read off the mutations and renews, the release shown beside it.
-    writes = [counts for surface, counts in stats.expired.items() if surface != "release"]
-    if writes:
-        choices["expired-unsuperseded"] = _summary([sum(c[0] for c in writes), sum(c[1] for c in writes)])
+    expired = expired_choice({surface: (a, r) for surface, (a, r) in stats.expired.items()})
+    if expired is not None:  # the release is shown beside it, in the detail
+        choices["expired-unsuperseded"] = expired
     if stats.expired:
         detail["expired-unsuperseded"] = "under a lease expired and not superseded: " + ", ".join(
             f"{surface} accepted {a}, refused {r}" for surface, (a, r) in sorted(stats.expired.items()))

@@ -581,7 +581,7 @@ def test_pytest_models_runs_on_the_store_named_by_the_option():
     assert "1 passed" in ok.stdout
     bad = subprocess.run([*cmd, "--store", "nosuchscheme:x"], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert bad.returncode == 4
-    assert "--store:" in bad.stderr and "Traceback" not in bad.stderr
+    assert "--soak-store:" in bad.stderr and "Traceback" not in bad.stderr
     # a store busy on every attempt: the model test is skipped as inconclusive, never passed
     busy = subprocess.run([*cmd, "-rs", "--store", "tests.certify_stores:open_busy_acquire"], cwd=ROOT,
                           capture_output=True, text=True, timeout=120)

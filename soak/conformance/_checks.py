@@ -32,6 +32,7 @@ from soak.conformance._context import (
     snapshot,
     unchanged,
 )
+from soak.clauses import expired_choice
 from soak.retry import BusyExhausted
 from soak.spi import JournalEntry, JournalOrderError, Lease, LeaseHeldError, RunMeta, StoreError
 
@@ -386,7 +387,7 @@ def check_expired_unsuperseded(ctx: Ctx) -> None:
                                   f"({one_line(exc)}), expected acceptance or LeaseHeldError") from exc
         accepted = [k for k, v in outcomes.items() if v]
         refused_ = [k for k, v in outcomes.items() if not v]
-        choice = "accepts" if not refused_ else "refuses" if not accepted else "mixed"
+        choice = expired_choice({k: (int(v), int(not v)) for k, v in outcomes.items()})
         ctx.observe(EXPIRED_CHOICE, choice, (f"accepted {', '.join(accepted)}" if accepted else "")
                     + ("; " if accepted and refused_ else "") + (f"refused {', '.join(refused_)}" if refused_ else ""))
         ctx.note(f"the store {choice} operations under an expired tenure nobody superseded ("

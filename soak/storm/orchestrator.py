@@ -80,6 +80,30 @@ def default_run_dir(scenario_name: str, root: str | os.PathLike[str] = "reports"
     return path
 
 
+_GROUP_SIGNALS = {signal.SIGINT, signal.SIGTERM}
+
+
+def _start(proc: Any) -> None:
+    """Start a child with Ctrl-C and SIGTERM ignored from its first instruction on.
+
+    Both reach the storm's whole process group and are the orchestrator's to handle; a child that got one while
+    its interpreter was still starting would die with a traceback on the console (or, as a worker, look like a
+    worker that died for no reason). An ignored disposition survives exec, so it is set around the start; the two
+    signals are blocked meanwhile, so one that arrives then is delivered to the orchestrator's own handler after.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        proc.start()
+        return
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, _GROUP_SIGNALS)
+    old = {s: signal.signal(s, signal.SIG_IGN) for s in _GROUP_SIGNALS}
+    try:
+        proc.start()
+    finally:
+        for s, handler in old.items():
+            signal.signal(s, handler)
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+
+
 def _end(exitcode: int | None) -> dict[str, Any]:
     """How a process ended, for an `exit` event: its status, and the signal's name when a signal ended it."""
     if exitcode is not None and exitcode < 0:
@@ -208,7 +232,7 @@ class _Storm:
         state = self.mp.RawArray("q", SLOTS)
         proc = self.mp.Process(target=worker_entry, args=(name, str(self.history_dir), dill.dumps(spec), state,
                                                           self.stop_flag, self.go_flag), name=name, daemon=True)
-        proc.start()
+        _start(proc)
         handle = WorkerHandle(name, slot, inc, seed, proc, state)
         self.handles.append(handle)
         self.events.event("spawn", {"target": name, "pid": proc.pid, "slot": slot, "incarnation": inc,
@@ -361,7 +385,7 @@ class _Storm:
                   str(self.run_dir), os.getpid()),
             name="snapshot", daemon=True,
         )
-        proc.start()
+        _start(proc)
         # process start, its boots, a few calls' worth of call bounds, the probe's 1.2 x ttl wait
         limit = 10.0 + (3 + _SNAPSHOT_BOOTS) * self.sc.call_bound_s + 1.2 * self.sc.lease_ttl_ms / 1000.0
         proc.join(limit)

@@ -196,6 +196,12 @@ def test_ctrl_c_or_sigterm_ends_the_storm_cleanly_as_interrupted(tmp_path, sig):
             time.sleep(0.1)
             pids = _worker_pids(run_dir) if (run_dir / "history").is_dir() else set()
         time.sleep(0.5)
+        # every worker ignores both from its start (it is spawned so): a worker still starting never dies of them
+        for pid in pids:
+            if _alive(pid):
+                ignored = int(next(line.split()[1] for line in Path(f"/proc/{pid}/status").read_text().splitlines()
+                                   if line.startswith("SigIgn:")), 16)
+                assert ignored & (1 << (signal.SIGINT - 1)) and ignored & (1 << (signal.SIGTERM - 1)), hex(ignored)
         os.killpg(proc.pid, sig)  # like Ctrl-C in a terminal: the whole process group gets it
         out, err = proc.communicate(timeout=30)
     finally:

@@ -137,6 +137,26 @@ def test_sqlite_certifies_verifies_and_its_junit_validates(tmp_path, capsys):
     assert "storm/junit.xml: missing" in res.differences
 
 
+@pytest.mark.parametrize("spec, choices, not_exercised", [
+    # fails fast with StoreBusyError: busy is retried everywhere, never a failure
+    ("sqlite:?busy_timeout_ms=0", {"delete-ends-tenure": "keeps"}, []),
+    # a fenced delete ends the caller's tenure: the contract's other choice
+    ("tests.contract_stores:open_delete_ends_tenure", {"delete-ends-tenure": "ends"}, []),
+    # written from the contract over plain sqlite3 by an outsider: **options, no clock declared, one thread per object
+    ("tests.contract_stores:open_store", {}, ["store-clock"]),
+])
+def test_correct_stores_that_choose_otherwise_certify(tmp_path, capsys, spec, choices, not_exercised):
+    """Correct stores unlike the reference (fail-fast busy, a delete that ends the tenure, an outsider's store
+    without an injectable clock) certify: every suite passes them, and their choices are named as choices."""
+    rc, cert, printed = _certify(capsys, tmp_path / "cert", "--store", spec)
+    assert rc == 0 and cert["result"] == "pass", printed
+    assert cert["required_failed"] == [] and cert["violated"] == []
+    assert sorted(c for c, r in cert["clauses"].items() if r["result"] == "not-exercised") == not_exercised
+    for name, value in choices.items():
+        assert f"choice {name}: {value}" in printed, printed
+    assert cert["components"]["storm"]["result"] == "pass"
+
+
 def test_verify_refuses_a_file_that_is_not_a_certificate(tmp_path, capsys):
     bogus = tmp_path / "x.json"
     bogus.write_text("{}")

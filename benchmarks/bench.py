@@ -67,7 +67,7 @@ def _section(title: str) -> None:
 
 
 def _throughput(rounds: int, workers: int, raw_s: float, storm_s: float) -> None:
-    from soak.scenario import MIX_KEYS
+    from soak.workloads.runs.options import MIX_KEYS
 
     raw, rec, storm, calls, ratio, overhead, call_ratio, diag, diag_ratio, cpu_overhead = ([] for _ in range(10))
     cpu_us: list[tuple[float, float]] = []

@@ -29,7 +29,8 @@ import time
 from pathlib import Path
 
 from soak.history import payload_for
-from soak.rundir import RunInfo, Snapshot, info_to_json, save_snapshot, write_json
+from soak.rundir import RunInfo, info_to_json, write_json
+from soak.workloads.runs.state import Snapshot, save_snapshot
 from soak.spi import JournalEntry, RunMeta
 
 TTL_MS = 250

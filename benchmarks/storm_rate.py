@@ -18,7 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from soak.history import MUTATIONS, Operation, operations
+from soak.history import Operation, operations
+from soak.workloads.runs import MUTATIONS
 from soak.rundir import HISTORY_DIR
 from soak.scenario import Scenario
 
@@ -51,8 +52,8 @@ def quiet_scenario(*, workers: int = 4, seconds: float = 5.0, lease_ttl_ms: int 
 
     `knobs` override further scenario fields (`runs`, `mix`, `ops_min`, ...), for diagnosis.
     """
-    return dataclasses.replace(
-        Scenario(), name="bench-quiet", store=store, workers=workers, lease_ttl_ms=lease_ttl_ms, seed=seed,
+    return Scenario().replace(
+        name="bench-quiet", store=store, workers=workers, lease_ttl_ms=lease_ttl_ms, seed=seed,
         time_bound_s=seconds, grace_s=2.0, stall_prob=0.0, strike_prob=0.0, pause_interval_s=0.0,
         kill_interval_s=0.0, quorum={"grants": 10**12},  # never met: the storm runs to its time bound
         **knobs,

@@ -47,7 +47,9 @@ except ImportError:  # pragma: no cover - orjson is a pinned dependency
 decode_line = _loads
 
 __all__ = [
+    "COMPLETE_NS",
     "COMPLETIONS",
+    "INVOKE_NS",
     "HistoryCorruptError",
     "HistoryWriter",
     "LEASE_OPS",
@@ -58,6 +60,7 @@ __all__ = [
     "operation_tuples",
     "operations",
     "decode_line",
+    "encode_lease",
     "first_invoke_ns",
     "payload_for",
     "read_records",
@@ -69,6 +72,8 @@ MUTATIONS: tuple[str, ...] = ("append", "put_meta", "delete", "blob_put", "blob_
 #: Lease surfaces.
 LEASE_OPS: tuple[str, ...] = ("acquire", "renew", "release")
 COMPLETIONS: tuple[str, ...] = ("ok", "fail", "info")
+#: Where an operation tuple (`operation_tuples`, `Operation`'s field order) holds its invocation and completion.
+INVOKE_NS, COMPLETE_NS = 11, 12
 
 _PAYLOAD_SEP = b"|"
 #: How much of a history file `operation_tuples` decodes at a time.
@@ -152,8 +157,13 @@ class Operation:
         return self.lease.epoch if self.lease else None
 
 
-def _encode_lease(lease: Lease | None) -> list[Any] | None:
-    return None if lease is None else [lease.run_id, lease.owner, lease.epoch]
+def encode_lease(lease: Any) -> list[Any] | None:
+    """A record's lease: a workload's list as given; a `soak.spi.Lease` as [run_id, owner, epoch]."""
+    if lease is None or type(lease) is list:
+        return lease
+    if isinstance(lease, tuple):
+        return list(lease)
+    return [lease.run_id, lease.owner, lease.epoch]
 
 
 class HistoryWriter:
@@ -181,8 +191,10 @@ class HistoryWriter:
         return self._index
 
     def invoke(
-        self, f: str, run: str, lease: Lease | None, intent: str, value: dict[str, Any] | None = None
+        self, f: str, run: str, lease: list[Any] | None, intent: str, value: dict[str, Any] | None = None
     ) -> int:
+        """Record the invocation of surface `f` on key `run` under `lease` (a list of JSON values as the workload's
+        codec writes it, a `soak.spi.Lease`, or None); returns its index."""
         index = self._index
         self._index += 1
         self._write(
@@ -193,7 +205,7 @@ class HistoryWriter:
                 "ts": _monotonic_ns(),
                 "f": f,
                 "run": run,
-                "lease": _encode_lease(lease),
+                "lease": encode_lease(lease),
                 "intent": intent,
                 "v": value or {},
             }
@@ -366,15 +378,18 @@ _decode_batch = msgspec.json.Decoder(list[_Invoke | _Ok | _Fail | _Info | _Event
 _OUTCOMES: dict[type, str] = {_Ok: "ok", _Fail: "fail", _Info: "info"}
 
 
-def operation_tuples(path: str | os.PathLike[str]) -> Iterator[tuple[Any, ...] | Record]:
+def operation_tuples(path: str | os.PathLike[str],
+                     make_lease: Callable[..., Any] | None = None) -> Iterator[tuple[Any, ...] | Record]:
     """The operations of one history file as plain tuples in `Operation`'s field order, and its events.
 
     The pairing behind `operations`, for readers that cannot afford an object per operation
     (the checker folds millions of them); `Operation(*t)` is the record. Same errors as `operations`.
     Operations of one file that hold equal leases hold the same `Lease` object, among the last
-    `_LEASES` distinct leases of the file (older ones are forgotten, so memory stays bounded).
+    `_LEASES` distinct leases of the file (older ones are forgotten, so memory stays bounded). `make_lease` builds
+    the lease object from a record's lease list (the workload's decoder; default `soak.spi.Lease`).
     """
     path = Path(path)
+    make = make_lease or _run_lease
     leases: dict[Any, Lease] = {}
     pending: dict[Any, _Invoke] = {}
     enter, leave, shared, outcome_of = pending.setdefault, pending.pop, leases.get, _OUTCOMES.get
@@ -402,7 +417,7 @@ def operation_tuples(path: str | os.PathLike[str]) -> Iterator[tuple[Any, ...] |
                         if lease == seen:  # a worker's consecutive calls mostly hold one lease: no hashing
                             lease = held
                         else:
-                            held = shared(lease) or _intern(leases, lease)
+                            held = shared(lease) or _intern(leases, lease, make)
                             seen, lease = lease, held
                     yield (p, inv.i, inv.f, inv.run, lease, inv.intent, inv.v, t, obj.v, obj.err, obj.msg, inv.ts,
                            obj.ts)
@@ -477,14 +492,20 @@ def _line(done: int, objs: list[Any], obj: Any) -> int:
 _LEASES = 1024
 
 
-def _intern(leases: dict[Any, Lease], lease: Any) -> Lease:
-    """The file's one `Lease` for an invoke's lease array (first use; the oldest is forgotten past `_LEASES`)."""
+def _run_lease(run_id: Any, owner: Any, epoch: Any) -> Lease:
+    """The run store's lease from its record ([run_id, owner, epoch])."""
+    return Lease(run_id, owner, int(epoch))
+
+
+def _intern(leases: dict[Any, Any], lease: Any, make: Callable[..., Any] = _run_lease) -> Any:
+    """The file's one lease object for an invoke's lease array (first use; the oldest is forgotten past
+    `_LEASES`)."""
     key = tuple(lease)
     shared = leases.get(key)
     if shared is None:
         if len(leases) >= _LEASES:
             del leases[next(iter(leases))]
-        shared = leases[key] = Lease(key[0], key[1], int(key[2]))
+        shared = leases[key] = make(*key)
     return shared
 
 

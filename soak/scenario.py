@@ -1,13 +1,15 @@
 """Storm scenarios: every knob of one storm, loaded from TOML presets and overridden from the CLI.
 
-A scenario is a frozen `Scenario`. `load_scenario("smoke")` reads the preset shipped inside the
-package (`soak/scenarios/smoke.toml`, mirrored at the repo root as `scenarios/`); a path loads
-that file. A file builds on a preset, named by its key `base` (default `smoke`): every key it
-omits, and every `mix` and `quorum` key it omits, is the preset's. `smoke` is the root: it builds
-on the `Scenario` defaults, which equal it, so `Scenario()` is the smoke storm. A quorum
-threshold of 0 is no threshold. Unknown keys and bad values raise `ScenarioError` naming the key
-and what it accepts. `dump_scenario` writes every key back as TOML: the run directory keeps the
-scenario that ran, and it reloads to an equal `Scenario`.
+A scenario is a frozen `Scenario`: the storm's own knobs (workers, ttl, nemesis, time bound,
+quorum) and the workload's (`Scenario.options`, validated by the workload's own schema). Both are
+keys of one TOML file. `load_scenario("smoke")` reads the preset shipped inside the package
+(`soak/scenarios/smoke.toml`, mirrored at the repo root as `scenarios/`); a path loads that file.
+A file builds on a preset, named by its key `base` (default: its workload's root preset, `smoke`
+for the runs workload): every key it omits, and every key of a table (`quorum`, `mix`) it omits,
+is the preset's. The root preset builds on the `Scenario` defaults, which equal it, so
+`Scenario()` is the smoke storm. A quorum threshold of 0 is no threshold. Unknown keys and bad
+values raise `ScenarioError` naming the key and what it accepts. `dump_scenario` writes every key
+back as TOML: the run directory keeps the scenario that ran, and it reloads to an equal `Scenario`.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import dataclasses
 import math
 import os
 import tomllib
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -24,72 +26,39 @@ from typing import Any
 from soak.errors import ScenarioError
 
 __all__ = [
-    "ACCEPT_SURFACES",
     "BASE_KEY",
-    "MIX_KEYS",
-    "QUORUM_KEYS",
-    "ROOT_PRESET",
-    "STALE_SURFACES",
+    "NEMESIS_QUORUM_KEYS",
     "Scenario",
     "dump_scenario",
     "load_scenario",
     "parse_override",
     "preset_names",
+    "quorum_keys",
 ]
 
-#: Surfaces a stale sweep probes; each has its own `stale_<surface>` counter.
-STALE_SURFACES: tuple[str, ...] = (
-    "append", "put_meta", "blob_put", "blob_delete", "delete", "renew", "release", "cross",
-)
-#: Surfaces a live tenure writes; each has its own `accepted_<surface>` counter.
-ACCEPT_SURFACES: tuple[str, ...] = ("append", "put_meta", "blob_put", "blob_delete", "renew")
+#: The quorum counters of the nemesis, which every workload's storm has (a workload adds its own).
+NEMESIS_QUORUM_KEYS: tuple[str, ...] = ("pauses", "pauses_in_call", "kills")
 
-#: Every quorum counter a scenario may set a threshold on.
-QUORUM_KEYS: tuple[str, ...] = (
-    "grants",
-    "takeovers",
-    "stale_refusals",
-    *(f"stale_{s}" for s in STALE_SURFACES),
-    *(f"accepted_{s}" for s in ACCEPT_SURFACES),
-    "deletion_cycles",
-    "cross_refusals",
-    "stalls",
-    "pauses",
-    "pauses_in_call",
-    "kills",
-)
 
-#: The weights of one live tenure's operation mix.
-#: `order_probe` is an append at or below the fresh tail under the live lease: the order guard
-#: (JournalOrderError) must refuse it, which appends at tail + 1 alone never exercise.
-#: `read` reads back the journal tail, meta and a blob of the run mid-tenure (evidence for the checker).
-MIX_KEYS: tuple[str, ...] = (
-    "append", "put_meta", "blob_put", "blob_delete", "renew", "side_cycle", "cross", "order_probe", "read",
-    "edge",
-)
-#: The preset every other builds on (a file without `base` builds on it); it builds on the `Scenario` defaults.
-ROOT_PRESET = "smoke"
+def _workload(name: str) -> Any:
+    from soak.workloads import get_workload
 
-# The smoke preset's tables, the `Scenario` defaults (soak/scenarios/smoke.toml spells the same; a test holds them equal)
-_DEFAULT_MIX = {"append": 30.0, "put_meta": 20.0, "blob_put": 15.0, "blob_delete": 10.0, "renew": 8.0,
-                "side_cycle": 10.0, "cross": 7.0, "order_probe": 3.0, "read": 10.0, "edge": 8.0}
-_DEFAULT_QUORUM = {
-    "takeovers": 40, "stale_refusals": 100,
-    "stale_append": 10, "stale_put_meta": 10, "stale_blob_put": 10, "stale_blob_delete": 10, "stale_delete": 10,
-    "stale_renew": 10, "stale_release": 10, "stale_cross": 10,
-    "accepted_append": 50, "accepted_put_meta": 30, "accepted_blob_put": 20, "accepted_blob_delete": 10,
-    "accepted_renew": 10,
-    "deletion_cycles": 10, "cross_refusals": 10, "stalls": 10, "pauses": 5, "pauses_in_call": 1, "kills": 2,
-}
+    return get_workload(name)
+
+
+def quorum_keys(workload: str = "runs") -> tuple[str, ...]:
+    """Every quorum counter a scenario of `workload` may set a threshold on."""
+    return (*_workload(workload).quorum_keys, *NEMESIS_QUORUM_KEYS)
 
 
 @dataclass(frozen=True)
 class Scenario:
     """Every knob of one storm. Times in seconds unless the name says `_ms`.
 
-    The defaults are the smoke preset's (`Scenario()` storms as `load_scenario("smoke")` does). `mix` holds a
-    weight for every `MIX_KEYS` key (one it leaves out is 0); `quorum` holds the thresholds above 0 (a
-    threshold of 0 is none, and is dropped).
+    The storm's own knobs are fields; the workload's (`soak.workloads.Workload.options`) are `options`, a frozen
+    dataclass of the workload's. The defaults are the smoke preset's (`Scenario()` storms as
+    `load_scenario("smoke")` does): `options` and `quorum` default to the workload's. `quorum` holds the
+    thresholds above 0 (a threshold of 0 is none, and is dropped).
     """
 
     name: str = "custom"
@@ -97,26 +66,12 @@ class Scenario:
     store: str = "sqlite:"
     workers: int = 4
     lease_ttl_ms: int = 250
-    runs: int = 3
-    side_runs: int = 2
     seed: int = 0  # 0: pick one at random (the chosen seed is recorded in the run directory)
     time_bound_s: float = 90.0
     # the `call-returns` bound on one store call; 0: derived from the ttl (20 x ttl, at least 2 s)
     call_timeout_s: float = 0.0
     grace_s: float = 2.0
-    # one live tenure
-    ops_min: int = 3
-    ops_max: int = 8
-    blob_names: int = 4
     busy_retries: int = 3
-    # cooperative stalls
-    stall_prob: float = 0.3
-    stall_factor: float = 1.4
-    # the share of tenures that end with a struck edge write (the worker stops itself inside it,
-    # soak.storm.strike, and the nemesis holds it past the lease while a successor takes over);
-    # also the chance an `edge` write of the mix is struck. Tenures end with a stall
-    # (stall_prob), a strike (strike_prob) or else a release.
-    strike_prob: float = 0.55
     # real pauses (SIGSTOP ... SIGCONT); 0 disables
     pause_interval_s: float = 0.8
     pause_ms: int = 0  # 0: 1.6 x lease_ttl_ms
@@ -124,15 +79,36 @@ class Scenario:
     # crashes (SIGKILL, then a fresh incarnation); 0 disables
     kill_interval_s: float = 2.5
     kill_in_call_bias: float = 0.5
-    # end the storm at the first suspect operation (see `soak.storm.quorum`); the checker still judges
+    # end the storm at the first suspect operation (the workload's counter says which); the checker still judges
     stop_on_suspect: bool = False
-    mix: dict[str, float] = field(default_factory=lambda: dict(_DEFAULT_MIX))
-    quorum: dict[str, int] = field(default_factory=lambda: dict(_DEFAULT_QUORUM))
+    quorum: dict[str, int] | None = None
+    options: Any = None
 
     def __post_init__(self) -> None:
-        # one spelling per storm, so equal storms compare equal: every mix key, no zero threshold
-        object.__setattr__(self, "mix", {**dict.fromkeys(MIX_KEYS, 0.0), **self.mix})
-        object.__setattr__(self, "quorum", {k: v for k, v in self.quorum.items() if v})
+        workload = None
+        if self.options is None or self.quorum is None:
+            workload = _workload(self.workload)
+        if self.options is None:
+            object.__setattr__(self, "options", workload.options())
+        quorum = workload.default_quorum() if self.quorum is None else self.quorum
+        # one spelling per storm, so equal storms compare equal: no zero threshold
+        object.__setattr__(self, "quorum", {k: v for k, v in quorum.items() if v})
+
+    def replace(self, **changes: Any) -> Scenario:
+        """A copy with `changes`: the storm's own keys and the workload's (`options`) alike, by name, as a scenario
+        file names them (a table, e.g. the runs workload's `mix`, by the mapping of its keys to change)."""
+        fields = {f.name for f in dataclasses.fields(self)}
+        mine = {k: v for k, v in changes.items() if k in fields}
+        theirs = {k: v for k, v in changes.items() if k not in fields}
+        options = self.options
+        if theirs:
+            known = {f.name for f in dataclasses.fields(options)}
+            unknown = sorted(set(theirs) - known)
+            if unknown:
+                raise ScenarioError(f"scenario has no key {unknown[0]!r}; known keys are "
+                                    f"{', '.join(sorted(fields | known))}")
+            options = dataclasses.replace(options, **theirs)
+        return dataclasses.replace(self, options=options, **mine)
 
     @property
     def effective_pause_ms(self) -> int:
@@ -145,16 +121,6 @@ class Scenario:
         from soak.clauses import default_call_bound_s
 
         return self.call_timeout_s or default_call_bound_s(self.lease_ttl_ms)
-
-    @property
-    def stall_ms(self) -> int:
-        return int(self.lease_ttl_ms * self.stall_factor)
-
-    def main_runs(self) -> list[str]:
-        return [f"r{i}" for i in range(self.runs)]
-
-    def side_run_ids(self) -> list[str]:
-        return [f"s{i}" for i in range(self.side_runs)]
 
 
 # key -> (kind, check, what it accepts)
@@ -188,19 +154,11 @@ _FIELDS: dict[str, tuple[Any, str]] = {
     "store": _str(),
     "workers": _int(1, 256),
     "lease_ttl_ms": _int(10),
-    "runs": _int(2, 1000),
-    "side_runs": _int(1, 1000),
     "seed": _int(0),
     "time_bound_s": _num(0, open_lo=True),
     "call_timeout_s": _num(0),
     "grace_s": _num(0),
-    "ops_min": _int(1),
-    "ops_max": _int(1),
-    "blob_names": _int(1),
     "busy_retries": _int(0),
-    "stall_prob": _num(0, 1),
-    "stall_factor": _num(1, open_lo=True),
-    "strike_prob": _num(0, 1),
     "pause_interval_s": _num(0),
     "pause_ms": _int(0),
     "pause_in_call_bias": _num(0, 1),
@@ -208,9 +166,14 @@ _FIELDS: dict[str, tuple[Any, str]] = {
     "kill_in_call_bias": _num(0, 1),
     "stop_on_suspect": _bool(),
 }
-_TABLES = ("mix", "quorum")
+#: The storm's own table; a workload adds its own (`Workload.option_tables`, e.g. the runs workload's `mix`).
+_QUORUM = "quorum"
 #: The key naming the preset a scenario file builds on; not a `Scenario` field (the loaded scenario is complete).
 BASE_KEY = "base"
+
+
+def _tables(workload: Any) -> tuple[str, ...]:
+    return (*workload.option_tables, _QUORUM)
 
 
 def preset_names() -> list[str]:
@@ -227,58 +190,67 @@ def _where(source: str) -> str:
     return f"scenario {source}"
 
 
-def _known_keys() -> str:
-    return ", ".join(sorted([*_FIELDS, *_TABLES, BASE_KEY]))
+def _known_keys(workload: Any) -> str:
+    return ", ".join(sorted([*_FIELDS, *workload.option_schema, *_tables(workload), BASE_KEY]))
 
 
 def _build(data: dict[str, Any], source: str) -> Scenario:
-    """Validate a parsed TOML mapping (its base and the overrides already merged in) into a `Scenario`."""
-    defaults = Scenario()  # the root preset's values: every key the data (and its bases) left out
+    """Validate a parsed TOML mapping (its base and the overrides already merged in) into a `Scenario`.
+
+    The storm's own keys are validated here, the workload's by its schema (`Workload.option_schema`,
+    `option_tables`, `check_options`): every key the data (and its bases) left out is the workload's default.
+    """
+    name = data.get("workload", Scenario.workload)
+    check, accepts = _FIELDS["workload"]
+    if not check(name):
+        raise ScenarioError(f"{_where(source)}: key 'workload' must be {accepts}, got {name!r}")
+    workload = _workload(name)
+    defaults = Scenario(workload=name)  # the root preset's values: every key the data (and its bases) left out
+    base_options = defaults.options
     kwargs: dict[str, Any] = {}
+    options: dict[str, Any] = {}
+    tables = _tables(workload)
     for key, value in data.items():
-        if key in _TABLES:
+        if key in tables:
             continue
-        if key not in _FIELDS:
-            raise ScenarioError(f"{_where(source)}: unknown key {key!r}; known keys are {_known_keys()}")
-        check, accepts = _FIELDS[key]
+        if key in _FIELDS:
+            check, accepts = _FIELDS[key]
+            target, default = kwargs, getattr(defaults, key)
+        elif key in workload.option_schema:
+            check, accepts = workload.option_schema[key]
+            target, default = options, getattr(base_options, key)
+        else:
+            raise ScenarioError(f"{_where(source)}: unknown key {key!r}; known keys are {_known_keys(workload)}")
         if not check(value):
             raise ScenarioError(f"{_where(source)}: key {key!r} must be {accepts}, got {value!r}")
-        kwargs[key] = float(value) if isinstance(getattr(defaults, key), float) else value
-    mix = dict(defaults.mix)
-    raw_mix = data.get("mix", {})
-    if not isinstance(raw_mix, dict):
-        raise ScenarioError(f"{_where(source)}: 'mix' must be a table of weights ({', '.join(MIX_KEYS)})")
-    for key, value in raw_mix.items():
-        if key not in MIX_KEYS:
-            raise ScenarioError(f"{_where(source)}: unknown key 'mix.{key}'; mix keys are {', '.join(MIX_KEYS)}")
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0 or not math.isfinite(value):
-            raise ScenarioError(f"{_where(source)}: key 'mix.{key}' must be a number >= 0, got {value!r}")
-        mix[key] = float(value)
-    if sum(mix.values()) <= 0:
-        raise ScenarioError(f"{_where(source)}: the weights in 'mix' sum to 0; give at least one a weight > 0")
+        target[key] = float(value) if isinstance(default, float) else value
+    for table, (keys, check, accepts) in workload.option_tables.items():
+        values = dict(getattr(base_options, table))
+        raw = data.get(table, {})
+        if not isinstance(raw, dict):
+            raise ScenarioError(f"{_where(source)}: {table!r} must be a table ({', '.join(keys)})")
+        for key, value in raw.items():
+            if key not in keys:
+                raise ScenarioError(f"{_where(source)}: unknown key '{table}.{key}'; {table} keys are {', '.join(keys)}")
+            if not check(value):
+                raise ScenarioError(f"{_where(source)}: key '{table}.{key}' must be {accepts}, got {value!r}")
+            values[key] = float(value) if isinstance(value, int) and not isinstance(value, bool) else value
+        options[table] = values
+    known = quorum_keys(name)
     quorum = dict(defaults.quorum)
-    raw_quorum = data.get("quorum", {})
+    raw_quorum = data.get(_QUORUM, {})
     if not isinstance(raw_quorum, dict):
-        raise ScenarioError(f"{_where(source)}: 'quorum' must be a table of thresholds ({', '.join(QUORUM_KEYS)})")
+        raise ScenarioError(f"{_where(source)}: 'quorum' must be a table of thresholds ({', '.join(known)})")
     for key, value in raw_quorum.items():
-        if key not in QUORUM_KEYS:
-            raise ScenarioError(
-                f"{_where(source)}: unknown key 'quorum.{key}'; quorum keys are {', '.join(QUORUM_KEYS)}"
-            )
+        if key not in known:
+            raise ScenarioError(f"{_where(source)}: unknown key 'quorum.{key}'; quorum keys are {', '.join(known)}")
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
             raise ScenarioError(f"{_where(source)}: key 'quorum.{key}' must be an integer >= 0 "
                                 f"(0: no threshold), got {value!r}")
         quorum[key] = value
-    scenario = dataclasses.replace(defaults, mix=mix, quorum=quorum, **kwargs)
-    if scenario.stall_prob + scenario.strike_prob > 1:
-        raise ScenarioError(
-            f"{_where(source)}: keys 'stall_prob' ({scenario.stall_prob:g}) and 'strike_prob' "
-            f"({scenario.strike_prob:g}) are shares of the tenures and must sum to at most 1"
-        )
-    if scenario.ops_max < scenario.ops_min:
-        raise ScenarioError(
-            f"{_where(source)}: key 'ops_max' ({scenario.ops_max}) must be >= 'ops_min' ({scenario.ops_min})"
-        )
+    opts = dataclasses.replace(base_options, **options)
+    workload.check_options(opts, source)
+    scenario = dataclasses.replace(defaults, quorum=quorum, options=opts, **kwargs)
     if scenario.pause_ms and scenario.pause_ms <= scenario.lease_ttl_ms:
         raise ScenarioError(
             f"{_where(source)}: key 'pause_ms' ({scenario.pause_ms}) must exceed 'lease_ttl_ms' "
@@ -303,6 +275,8 @@ def parse_override(text: str) -> tuple[str, Any]:
 
 def _merge(data: dict[str, Any], overrides: dict[str, Any] | None, source: str) -> dict[str, Any]:
     merged = {k: (dict(v) if isinstance(v, dict) else v) for k, v in data.items()}
+    name = (overrides or {}).get("workload", data.get("workload", Scenario.workload))
+    tables = _tables(_workload(name)) if isinstance(name, str) else (_QUORUM,)
     for key, value in (overrides or {}).items():
         head, dot, tail = key.partition(".")
         if key == BASE_KEY:
@@ -311,9 +285,9 @@ def _merge(data: dict[str, Any], overrides: dict[str, Any] | None, source: str) 
                 "keys would still win over it); choose the preset itself, e.g. --scenario nightly"
             )
         if dot:
-            if head not in _TABLES:
+            if head not in tables:
                 raise ScenarioError(
-                    f"{_where(source)}: override {key!r} names no table; tables are {', '.join(_TABLES)}"
+                    f"{_where(source)}: override {key!r} names no table; tables are {', '.join(tables)}"
                 )
             table = merged.setdefault(head, {})
             if not isinstance(table, dict):
@@ -325,10 +299,10 @@ def _merge(data: dict[str, Any], overrides: dict[str, Any] | None, source: str) 
 
 
 def _overlay(under: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
-    """`over` on top of `under`: a key of `over` wins; the `mix` and `quorum` tables merge key by key."""
+    """`over` on top of `under`: a key of `over` wins; tables (`quorum`, a workload's `mix`) merge key by key."""
     out = {k: (dict(v) if isinstance(v, dict) else v) for k, v in under.items()}
     for key, value in over.items():
-        if key in _TABLES and isinstance(value, dict) and isinstance(out.get(key), dict):
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
             out[key].update(value)
         else:
             out[key] = value
@@ -336,17 +310,20 @@ def _overlay(under: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
 
 
 def _on_base(data: dict[str, Any], source: str, preset: str | None, chain: tuple[str, ...] = ()) -> dict[str, Any]:
-    """`data` merged over the preset it builds on (`base`, default smoke), and that over its own base.
+    """`data` merged over the preset it builds on (`base`, default its workload's root preset: `smoke` for the
+    runs workload), and that over its own base.
 
-    `preset` is the preset `data` was read from (None for a file): the root preset without a `base` builds on
-    the `Scenario` defaults, which `_build` starts from.
+    `preset` is the preset `data` was read from (None for a file): a workload's root preset without a `base`
+    builds on the `Scenario` defaults, which `_build` starts from (they equal it).
     """
     own = {k: v for k, v in data.items() if k != BASE_KEY}
     base = data.get(BASE_KEY)
     if base is None:
-        if preset == ROOT_PRESET:
-            return own
-        base = ROOT_PRESET
+        name = data.get("workload", Scenario.workload)
+        root = _workload(name).root_preset if isinstance(name, str) else None
+        if root is None or preset == root:
+            return own  # `_build` names a workload it cannot load
+        base = root
     names = preset_names()
     if not isinstance(base, str) or base not in names:
         raise ScenarioError(
@@ -426,12 +403,19 @@ def dump_scenario(scenario: Scenario) -> str:
     Every key is written, every mix weight and every quorum threshold (0 where it has none), so the
     preset it builds on contributes nothing: the file stays the storm that ran, whatever the presets say later.
     """
+    workload = _workload(scenario.workload)
     lines = ["# soak storm scenario (as run): every key, so no preset's value applies"]
     for f in dataclasses.fields(scenario):
-        if f.name in _TABLES:
-            continue
-        lines.append(f"{f.name} = {_toml_value(getattr(scenario, f.name))}")
-    tables = {"mix": scenario.mix, "quorum": {**dict.fromkeys(QUORUM_KEYS, 0), **scenario.quorum}}
+        if f.name not in (_QUORUM, "options"):
+            lines.append(f"{f.name} = {_toml_value(getattr(scenario, f.name))}")
+    tables: dict[str, dict[str, Any]] = {}
+    for f in dataclasses.fields(scenario.options):
+        value = getattr(scenario.options, f.name)
+        if f.name in workload.option_tables:
+            tables[f.name] = value
+        else:
+            lines.append(f"{f.name} = {_toml_value(value)}")
+    tables[_QUORUM] = {**dict.fromkeys(quorum_keys(scenario.workload), 0), **scenario.quorum}
     for table, values in tables.items():
         lines.append("")
         lines.append(f"[{table}]")

@@ -53,7 +53,7 @@ def test_count_history_counts_accepted_mutations_in_the_running_window(tmp_path:
 
 def test_quiet_scenario_turns_the_nemesis_off() -> None:
     sc = quiet_scenario(workers=4, seconds=2.0)
-    assert (sc.pause_interval_s, sc.kill_interval_s, sc.stall_prob, sc.strike_prob) == (0.0, 0.0, 0.0, 0.0)
+    assert (sc.pause_interval_s, sc.kill_interval_s, sc.options.stall_prob, sc.options.strike_prob) == (0.0, 0.0, 0.0, 0.0)
     assert sc.time_bound_s == 2.0 and sc.workers == 4 and sc.quorum["grants"] > 10**9
 
 

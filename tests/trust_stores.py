@@ -128,3 +128,18 @@ def open_timeout_boot(location: str, *, lease_ttl_ms: int, clock=None) -> Sqlite
     if _nth_boot(location) % 3 == 1:
         raise TimeoutError("timed out connecting to the lock service")
     return SqliteStore(_path(location), lease_ttl_ms, clock=clock or time.time)
+
+
+class StopsItselfInMeta(SqliteStore):
+    """Every put_meta stops its own process (SIGSTOP) inside the write transaction, as a strike does: a test device
+    for the harness, which must continue such a worker at once, also while the storm is ending (a worker left
+    stopped there holds the lock, and every other call waits out its busy timeout)."""
+
+    def put_meta(self, meta, lease=None):
+        with self._tx():  # hold the write lock while stopped
+            os.kill(os.getpid(), signal.SIGSTOP)
+        super().put_meta(meta, lease)
+
+
+def open_stops_itself_in_meta(location: str, *, lease_ttl_ms: int, clock=None) -> SqliteStore:
+    return StopsItselfInMeta(_path(location), lease_ttl_ms, clock=clock or time.time)

@@ -25,14 +25,7 @@ from typing import Any
 
 from soak.check.verdict import Violation
 
-__all__ = ["WHOLE_HISTORY_CHECKERS", "check_liveness", "exercised", "history_gaps", "lost_workers", "recount"]
-
-#: Checkers whose findings are proofs only over a whole history: a worker whose history is missing may have made
-#: the write, delete, acquire or renewal that explains them (a "phantom" value, a lost write, a refusal, a read).
-#: With a worker's history missing, their findings are set aside and the verdict is inconclusive; the others
-#: (two grants of one epoch, an operation accepted after a recorded successor's grant, a lease used on another
-#: run, a failed boot, a call that never returned) prove their violation from recorded operations alone.
-WHOLE_HISTORY_CHECKERS = frozenset({"state", "reads", "refusals", "takeovers", "probe"})
+__all__ = ["check_liveness", "exercised", "history_gaps", "lost_workers", "recount"]
 
 
 def _value(ev: Any) -> dict[str, Any]:
@@ -93,8 +86,6 @@ def _how(v: dict[str, Any]) -> str:
 
 def check_liveness(facts: Any) -> list[Violation]:
     """`call-returns` and `no-crash`, from the operations that completed past the bound or never completed."""
-    from soak.check.core import evidence
-
     if not facts.slow:
         return []
     lives = _Lives(facts.events)
@@ -102,7 +93,7 @@ def check_liveness(facts: Any) -> list[Violation]:
     limit = f"the call-returns bound of {bound / 1e9:g} s"
     out: list[Violation] = []
     for op in facts.slow:
-        ev = evidence(op)
+        ev = facts.evidence(op)
         what = f"{ev.f} ({ev.tag}{'' if ev.f == 'open' else ' on run ' + ev.run})"
         if ev.complete_ns is not None:
             took = ev.complete_ns - ev.invoke_ns - lives.paused(ev.process, ev.invoke_ns, ev.complete_ns)
@@ -149,8 +140,12 @@ def lost_workers(facts: Any) -> list[str]:
     return lost
 
 
-def history_gaps(facts: Any) -> list[str]:
-    """Why the history cannot support a `pass` even without a violation (each reason names what is missing)."""
+def history_gaps(facts: Any, whole_history: frozenset[str] = frozenset()) -> list[str]:
+    """Why the history cannot support a `pass` even without a violation (each reason names what is missing).
+
+    `whole_history`: the workload's checkers set aside when a worker's history is missing (their findings are
+    proofs only over a whole history: that worker may have made the write, delete or acquire that explains them).
+    """
     reasons: list[str] = []
     if facts.stats.get("operations", 0) == 0:
         reasons.append("the history holds no store operations: nothing was checked")
@@ -163,9 +158,9 @@ def history_gaps(facts: Any) -> list[str]:
         for name in lost:
             reasons.append(f"spawned worker {name} (pid {lives.spawned[name].get('pid')}) left no history: "
                            f"history/{name}.jsonl is missing, so its operations are unknown")
-        if lost:
-            reasons.append("with a worker's history missing, the final state, the reads, the refusals and the "
-                           f"takeovers cannot be judged ({', '.join(sorted(WHOLE_HISTORY_CHECKERS))} set aside)")
+        if lost and whole_history:
+            reasons.append("with a worker's history missing, what needs the whole history cannot be judged "
+                           f"({', '.join(sorted(whole_history))} set aside)")
     for name, crash in sorted(lives.crashes.items()):
         if crash.get("phase") == "starting":
             reasons.append(f"worker {name} could not start: {crash.get('error')}: {crash.get('message')} (see "
@@ -191,20 +186,11 @@ def history_gaps(facts: Any) -> list[str]:
 
 
 def recount(facts: Any, lives: _Lives | None = None) -> dict[str, int]:
-    """The workload's quorum counters, recounted from the operations and events the checker read."""
+    """The workload's quorum counters, recounted from the operations and events the checker read
+    (`Workload.recount`), with the nemesis's counters from the events."""
     from soak.workloads import count_event, get_workload
 
-    counter = get_workload(facts.workload).new_counter()
-    add = getattr(counter, "add", None)
-    if add is None:  # a workload that counts only raw lines: nothing to recount from
-        return dict(facts.quorum_target)
-    for key, n in facts.hist.items():
-        add(key, n)
-    if hasattr(counter, "granted"):
-        for run, b in facts.epochs.items():
-            counter.granted[run] = {e for e, bits in enumerate(b) if bits & 1}
-            counter.released[run] = {e for e, bits in enumerate(b) if bits & 2}
-    out = dict(counter.counts())
+    out = dict(get_workload(facts.workload).recount(facts))
     events: dict[str, int] = {"stalls": facts.stats.get("stalls", 0)}
     for ev in facts.events:
         count_event(events, ev.process, ev.kind, _value(ev))
@@ -216,9 +202,6 @@ def exercised(facts: Any) -> dict[str, int]:
     """clause -> recorded operations that exercised it (the workload's reading); certificates show these."""
     from soak.workloads import get_workload
 
-    reading = getattr(get_workload(facts.workload), "exercised", None)
-    if reading is None:
-        return {}
     held = sum(1 for ev in facts.events if ev.process == "nemesis" and ev.kind == "pause"
                and _value(ev).get("strike") and _value(ev).get("in_call"))
-    return reading(facts.hist, held)
+    return get_workload(facts.workload).exercised(facts, held)

@@ -1,27 +1,26 @@
-"""Fold a run's history in bounded memory, on both cores.
+"""Fold a run's history in bounded memory, on both cores: for any workload whose `CheckPlan` is bounded.
 
 Every history file holds its processes' operations in invocation order, so the files can be read
-a time slice at a time: after a slice, every operation invoked before its end is folded, and
-`soak.check.core.settle` judges what can no longer change and retires what nothing still to come
-can consult. The facts then hold what is in flight, not the history (`stream_files`).
+a time slice at a time: after a slice, every operation invoked before its end is folded, and the
+workload's `settle` judges what can no longer change and retires what nothing still to come can
+consult. The facts then hold what is in flight, not the history (`stream_files`).
 
 On two cores (`TwoCores`), the files (sorted, as one pass reads them) are cut into two contiguous
 groups of about equal size. A forked child folds each slice of the second group into fresh facts
-and sends them; this process folds the same slice of the first, merges the child's part
-(`soak.check.core.merge` continues a fold exactly as one pass would have) and settles, while the
-child already folds the next slice. The checkers then run here, on what is left.
+and sends them; this process folds the same slice of the first, merges the child's part (the
+plan's `merge` continues a fold exactly as one pass would have) and settles, while the child
+already folds the next slice. The checkers then run here, on what is left.
 
 Without `os.fork`, with threads running (forking them is unsafe), for small histories, or if the
 child fails, everything is done here. A file out of invocation order (a hand-written one holding
 several processes) cannot be sliced: the history is then folded whole, file by file, and checked
-at the end, as are histories checked with other checkers than `CHECKERS` (settling runs those by
-name). The verdict is the same either way.
+at the end, as are histories checked with other checkers than the plan's (settling runs those by
+name) and histories of a workload whose plan does not settle. The verdict is the same either way.
 """
 
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import itertools
 import os
 import pickle
@@ -33,10 +32,8 @@ from operator import itemgetter
 from pathlib import Path
 from typing import Any, TypeVar
 
-from soak.check.core import (
-    _INV, _NEVER, CHECKERS, Checker, Facts, FoldOverlap, Unordered, fold, merge, new_part, settle,
-)
-from soak.history import HistoryCorruptError, Record, first_invoke_ns, operation_tuples
+from soak.check.judge import CheckPlan
+from soak.history import INVOKE_NS, HistoryCorruptError, Record, first_invoke_ns, operation_tuples
 
 __all__ = ["SLICE_OPS", "TwoCores", "fold_files", "history_tuples", "stream_files"]
 
@@ -48,6 +45,9 @@ CHILD_SHARE = 0.65
 SLICE_OPS = 1 << 15
 
 
+_NEVER = float("inf")
+
+
 def history_tuples(paths: Sequence[Path]) -> Iterator[tuple[Any, ...] | Record]:
     """The operation tuples and events of `paths` in order; a corrupt file is named in the error."""
     for path in paths:
@@ -55,17 +55,18 @@ def history_tuples(paths: Sequence[Path]) -> Iterator[tuple[Any, ...] | Record]:
             yield from operation_tuples(path)
 
 
-def fold_files(facts: Facts, paths: Sequence[Path]) -> None:
-    """Fold the files `paths` whole, in order, into `facts` (as `fold(facts, history_tuples(paths))`, a layer cheaper)."""
+def fold_files(facts: Any, paths: Sequence[Path], plan: CheckPlan) -> None:
+    """Fold the files `paths` whole, in order, into `facts` (as `plan.fold(facts, history_tuples(paths))`, a layer
+    cheaper)."""
     for path in paths:
         with _naming(path):
-            fold(facts, operation_tuples(path))
+            plan.fold(facts, operation_tuples(path))
 
 
-def stream_files(facts: Facts, paths: Sequence[Path], slice_ops: int = SLICE_OPS) -> None:
+def stream_files(facts: Any, paths: Sequence[Path], plan: CheckPlan, slice_ops: int = SLICE_OPS) -> None:
     """Fold the files `paths` into `facts` a time slice of about `slice_ops` operations at a time, settling after
-    each (`soak.check.core.settle`). Raises `soak.check.core.Unordered` for a file out of invocation order."""
-    files = _Files(paths)
+    each (`plan.settle`). Raises `plan.unordered` for a file out of invocation order."""
+    files = _Files(paths, plan)
     slices = _Slices(facts, slice_ops)
     start = files.next_invoke()
     until = slices.first(start)
@@ -74,7 +75,7 @@ def stream_files(facts: Facts, paths: Sequence[Path], slice_ops: int = SLICE_OPS
         files.fold(facts, until)
         if files.done:
             return
-        settle(facts, until)
+        plan.settle(facts, until)
         start, until = until, slices.next(facts.stats["operations"] - before, until - start, files.next_invoke())
 
 
@@ -95,7 +96,8 @@ class _Files:
     storm leaves a file per worker incarnation, of which only the current ones are open at a time.
     """
 
-    def __init__(self, paths: Sequence[Path]) -> None:
+    def __init__(self, paths: Sequence[Path], plan: CheckPlan) -> None:
+        self.plan = plan
         firsts = [(first_invoke_ns(p), k, p) for k, p in enumerate(paths)]
         # (first invocation, position, path) of the files not opened yet, the earliest last
         self.waiting = sorted((f for f in firsts if f[0] is not None), reverse=True)
@@ -111,10 +113,11 @@ class _Files:
     def next_invoke(self) -> float:
         """The earliest invocation not yet folded (infinity once every file is)."""
         first = self.waiting[-1][0] if self.waiting else _NEVER
-        return min(first, min((f[3][_INV] for f in self.open if f[3] is not _FRESH), default=_NEVER))
+        return min(first, min((f[3][INVOKE_NS] for f in self.open if f[3] is not _FRESH), default=_NEVER))
 
-    def fold(self, facts: Facts, until: float) -> None:
+    def fold(self, facts: Any, until: float) -> None:
         """Fold every operation invoked before `until` into `facts`."""
+        fold = self.plan.fold
         if self.waiting and self.waiting[-1][0] < until:
             while self.waiting and self.waiting[-1][0] < until:
                 _, k, path = self.waiting.pop()
@@ -135,7 +138,7 @@ class _Slices:
     """Where time slices end: a ttl apart at first, then as far apart as `ops` operations took in a slice
     measured (the rate, not the count, is carried over, so that a slice measured late does not make them swing)."""
 
-    def __init__(self, facts: Facts, ops: int) -> None:
+    def __init__(self, facts: Any, ops: int) -> None:
         self.span, self.ops = max(1, facts.ttl_ns), ops
         self.end: float = -_NEVER  # the end of the latest slice handed out
 
@@ -161,14 +164,17 @@ class TwoCores:
     `fold` returns the facts left to check (what settling judged is in them). Use as a context
     manager, so that a child is reaped however the check ends::
 
-        with TwoCores(paths, new) as cores:
-            verdict = judge(lambda: finish(cores.fold()))
+        with TwoCores(paths, new, plan) as cores:
+            verdict = judge(lambda: plan.finish(cores.fold()), plan)
+
+    `checkers` other than the plan's fold the history whole (settling judges by the plan's checkers).
     """
 
-    def __init__(self, paths: Sequence[Path], new: Callable[[], Facts],
-                 checkers: Sequence[tuple[str, Checker]] = CHECKERS, *, workers: int = 2,
+    def __init__(self, paths: Sequence[Path], new: Callable[[], Any], plan: CheckPlan,
+                 checkers: Sequence[tuple[str, Any]] | None = None, *, workers: int = 2,
                  slice_ops: int = SLICE_OPS) -> None:
-        self.paths, self.new, self.checkers, self.workers = list(paths), new, tuple(checkers), workers
+        self.paths, self.new, self.plan, self.workers = list(paths), new, plan, workers
+        self.whole = not plan.bounded or (checkers is not None and tuple(checkers) != plan.all_checkers())
         self.slice_ops = slice_ops
         self._child: _Child | None = None
 
@@ -183,60 +189,61 @@ class TwoCores:
             self._child.close()
             self._child = None
 
-    def fold(self) -> Facts:
+    def fold(self) -> Any:
         """The facts of every file: sliced and settled on two cores, or here, or folded whole (see the module)."""
-        paths = self.paths
+        paths, plan = self.paths, self.plan
         try:
-            if self.checkers != CHECKERS:
-                return self._fold_here(paths)  # settling judges by `CHECKERS`
+            if self.whole:
+                return self._fold_here(paths)  # settling judges by the plan's checkers
             first, second, total = _split(paths, CHILD_SHARE)
             if self.workers >= 2 and second and _can_fork() and total >= MIN_PARALLEL_BYTES:
                 try:
                     return self._stream_two(first, second)
-                except (FoldOverlap, _ChildFailed):
+                except (plan.overlap, _ChildFailed):
                     pass  # one process's records in both groups, or the child failed: do it all here
                 finally:
                     self.close()
             facts = self.new()
-            stream_files(facts, paths, self.slice_ops)
+            stream_files(facts, paths, plan, self.slice_ops)
             return facts
-        except Unordered:
+        except plan.unordered:
             return self._fold_here(paths)
 
-    def _fold_here(self, paths: Sequence[Path]) -> Facts:
+    def _fold_here(self, paths: Sequence[Path]) -> Any:
         facts = self.new()
-        fold_files(facts, paths)
+        fold_files(facts, paths, self.plan)
         return facts
 
-    def _stream_two(self, first: Sequence[Path], second: Sequence[Path]) -> Facts:
+    def _stream_two(self, first: Sequence[Path], second: Sequence[Path]) -> Any:
         """`stream_files` with the files `second` folded by a forked child, a slice at a time."""
-        new = self.new
+        new, plan = self.new, self.plan
+        merge, settle, unordered = plan.merge, plan.settle, plan.unordered
 
         def child() -> Generator[Any, Any, None]:
             template = new()
             try:
-                files = _Files(second)
-                yield "first", _shipped(template), files.next_invoke()
+                files = _Files(second, plan)
+                yield "first", plan.ship(template), files.next_invoke()
                 settled = -_NEVER
                 while True:
                     answer = list((yield _ASK))
                     if not answer or answer[0] is None:
                         return
                     until = answer[0]
-                    part = new_part(template)
+                    part = plan.new_part(template)
                     part.settled = settled
                     files.fold(part, until)
-                    yield "slice", _shipped(part), files.next_invoke()
+                    yield "slice", plan.ship(part), files.next_invoke()
                     settled = until
             except HistoryCorruptError as exc:
                 yield "corrupt", str(exc)
-            except Unordered as exc:
+            except unordered as exc:
                 yield "unordered", str(exc)
 
         facts = self.new()
-        mine, frames = _fork_join(child, lambda: _Files(first))
+        mine, frames = _fork_join(child, lambda: _Files(first, plan))
         self._child = frames
-        part, theirs = _expect(frames, "first")
+        part, theirs = _expect(frames, "first", unordered)
         merge(facts, part)
         slices = _Slices(facts, self.slice_ops)
         # The child is told where a slice ends one slice ahead, so that it never waits for this process to
@@ -253,7 +260,7 @@ class TwoCores:
             folded = int(scale * (facts.stats["operations"] - before))
             after = slices.next(folded, until - start, min(mine.next_invoke(), theirs))
             frames.send([after])
-            part, theirs = _expect(frames, "slice")
+            part, theirs = _expect(frames, "slice", unordered)
             merge(facts, part)
             if mine.done and theirs == _NEVER:
                 return facts
@@ -265,12 +272,7 @@ class _ChildFailed(Exception):
     """The child's frames stopped or made no sense: do its part here."""
 
 
-def _shipped(part: Facts) -> Facts:
-    """A part of the facts as the child sends it: without the final state and its index (the parent has them)."""
-    return dataclasses.replace(part, snapshot=None, index={})
-
-
-def _expect(frames: _Child, kind: str) -> tuple[Any, ...]:
+def _expect(frames: _Child, kind: str, unordered: type[Exception]) -> tuple[Any, ...]:
     """The body of the child's next frame, which must be `kind` (its questions are skipped)."""
     for frame in frames:
         if frame == _ASK:
@@ -280,7 +282,7 @@ def _expect(frames: _Child, kind: str) -> tuple[Any, ...]:
         if frame[0] == "corrupt":
             raise HistoryCorruptError(frame[1])
         if frame[0] == "unordered":
-            raise Unordered(frame[1])
+            raise unordered(frame[1])
         break
     raise _ChildFailed
 

@@ -27,8 +27,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from soak.history import MUTATIONS, HistoryWriter, now_ns
-from soak.storm.strike import MODES
+from soak.history import HistoryWriter, now_ns
+from soak.workloads.context import MODES
 from soak.storm.worker import (
     IN_CALL,
     OP_INDEX,
@@ -37,7 +37,6 @@ from soak.storm.worker import (
     SINCE_NS,
     STRIKE,
     SURFACE,
-    SURFACES,
     TENURE_EPOCH,
     TENURE_EXPIRES_NS,
     TENURE_KEY,
@@ -48,7 +47,6 @@ from soak.storm.worker import (
 __all__ = ["Nemesis", "WorkerHandle", "call_elapsed_ns", "call_state"]
 
 _AIM_S = 0.05  # how long an aimed strike watches for a worker inside a store call
-_MUTATION_CODES = frozenset(SURFACES.index(f) for f in MUTATIONS)
 _SUCCESSOR_CALLS = 3  # calls a successor starts after its grant before a struck holder is let go
 
 
@@ -78,6 +76,7 @@ class WorkerHandle:
     seed: int
     process: Any  # multiprocess Process
     state: Any  # shared array (see soak.storm.worker)
+    surfaces: tuple[str, ...] = ()  # what its SURFACE codes name (`soak.storm.worker.surface_codes`)
     paused_since: int | None = None  # monotonic ns of the SIGSTOP
     hold: _Hold | None = None  # set while a strike is held
     pause_credit: dict[int, int] = field(default_factory=dict)  # op index -> ns spent paused
@@ -103,7 +102,7 @@ def call_state(handle: WorkerHandle) -> dict[str, Any]:
     return {
         "in_call": in_call,
         "op": int(st[OP_INDEX]) if in_call else None,
-        "surface": SURFACES[code] if in_call and 0 <= code < len(SURFACES) else None,
+        "surface": handle.surfaces[code] if in_call and 0 <= code < len(handle.surfaces) else None,
         "call_ms": round((now_ns() - int(st[SINCE_NS])) / 1e6, 3) if in_call else None,
     }
 
@@ -166,8 +165,11 @@ def _wait_stopped(pid: int, timeout_s: float = 0.2) -> bool:
 class Nemesis:
     """A seeded schedule of pauses and kills over the live workers."""
 
-    def __init__(self, scenario: Any, rng: random.Random, writer: HistoryWriter, *, start_ns: int | None = None):
+    def __init__(self, scenario: Any, rng: random.Random, writer: HistoryWriter, *, start_ns: int | None = None,
+                 surfaces: tuple[str, ...] = (), mutations: frozenset[str] = frozenset()):
         self.sc = scenario
+        # where a stop between fence check and commit breaks a non-atomic fence: the workload's mutations
+        self.mutation_codes = frozenset(i for i, f in enumerate(surfaces) if f in mutations)
         self.rng = rng
         self.writer = writer
         start = start_ns if start_ns is not None else now_ns()
@@ -209,7 +211,7 @@ class Nemesis:
             deadline = time.monotonic() + _AIM_S
             while time.monotonic() < deadline:
                 in_call = [w for w in candidates if w.state[IN_CALL]]
-                mutating = [w for w in in_call if int(w.state[SURFACE]) in _MUTATION_CODES]
+                mutating = [w for w in in_call if int(w.state[SURFACE]) in self.mutation_codes]
                 # Two places a non-atomic store leaves a takeover window open: between its
                 # own steps while it runs (check, then write), and while it waits for a lock or
                 # a reply after a check made without it. Aim at either, at random.

@@ -34,8 +34,6 @@ from soak.rundir import (
     RUN_INFO,
     SCENARIO_FILE,
     RunInfo,
-    read_snapshot,
-    save_snapshot,
     write_json,
 )
 from soak.scenario import Scenario, dump_scenario
@@ -51,11 +49,11 @@ from soak.storm.worker import (
     PHASES,
     READY,
     RUNNING,
-    SINCE_NS,
     SLOTS,
     WorkerSpec,
     derive_seed,
     process_name,
+    surface_codes,
     worker_entry,
 )
 from soak.workloads import get_workload
@@ -130,8 +128,7 @@ _SNAPSHOT_BOOTS = 5
 SNAPSHOT_ERROR = "snapshot-error.txt"
 
 
-def _snapshot_main(target_blob: bytes, location: str, ttl_ms: int, run_ids: list[str], run_dir: str,
-                   parent_pid: int) -> None:
+def _snapshot_main(target_blob: bytes, location: str, scenario_blob: bytes, run_dir: str, parent_pid: int) -> None:
     """Child process: open a fresh store over the location, read the final state back, save it.
 
     A boot that fails is retried (`_SNAPSHOT_BOOTS` times, backing off), each recorded in
@@ -155,7 +152,9 @@ def _snapshot_main(target_blob: bytes, location: str, ttl_ms: int, run_ids: list
         os._exit(status)
 
     try:
-        target = dill.loads(target_blob)
+        target, scenario = dill.loads(target_blob), dill.loads(scenario_blob)
+        workload = get_workload(scenario.workload)
+        ttl_ms = scenario.lease_ttl_ms
         store, errors = None, []
         # its boots are recorded like a worker's: a failed one is evidence too (concurrent-boot)
         writer = HistoryWriter(Path(run_dir, HISTORY_DIR, "final-state.jsonl"), "final-state")
@@ -178,7 +177,7 @@ def _snapshot_main(target_blob: bytes, location: str, ttl_ms: int, run_ids: list
             fail(f"the final-state reader could not boot the store in {_SNAPSHOT_BOOTS} attempts (last: "
                  f"{errors[-1]})", 3)
         try:
-            save_snapshot(run_dir, read_snapshot(store, run_ids))
+            workload.save_final_state(Path(run_dir), workload.read_final_state(store, scenario))
         finally:
             store.close()
     except BaseException as exc:  # noqa: BLE001 - the parent reports it in one line
@@ -214,11 +213,15 @@ class _Storm:
         self.interrupted: str | None = None
         self.rng = random.Random(derive_seed(scenario.seed, -1, 0))
         self.events = HistoryWriter(run_dir / EVENTS_FILE, "nemesis")
-        self.nemesis = Nemesis(scenario, self.rng, self.events)
-        self.quorum = QuorumTracker(self.history_dir, self.workload.new_counter(), scenario.quorum,
-                                    scenario.lease_ttl_ms)
+        self.surfaces = surface_codes(self.workload)
+        self.nemesis = self._nemesis()
+        self.quorum = QuorumTracker(self.history_dir, self.workload.new_counter(scenario), scenario.quorum)
         self.timeline = open(run_dir / QUORUM_FILE, "a")  # one line of counts per second, written live
         self.hung: dict[str, int] = {}  # surface -> store calls killed for exceeding call_timeout_s
+
+    def _nemesis(self, start_ns: int | None = None) -> Nemesis:
+        return Nemesis(self.sc, self.rng, self.events, start_ns=start_ns, surfaces=self.surfaces,
+                       mutations=self.workload.mutations)
 
     # -- workers ----------------------------------------------------------------------------
 
@@ -233,7 +236,7 @@ class _Storm:
         proc = self.mp.Process(target=worker_entry, args=(name, str(self.history_dir), dill.dumps(spec), state,
                                                           self.stop_flag, self.go_flag), name=name, daemon=True)
         _start(proc)
-        handle = WorkerHandle(name, slot, inc, seed, proc, state)
+        handle = WorkerHandle(name, slot, inc, seed, proc, state, self.surfaces)
         self.handles.append(handle)
         self.events.event("spawn", {"target": name, "pid": proc.pid, "slot": slot, "incarnation": inc,
                                     "reason": reason})
@@ -333,17 +336,23 @@ class _Storm:
     # -- stop -------------------------------------------------------------------------------
 
     def stop_all(self) -> dict[str, Any]:
-        """Stop flag, grace period, then SIGKILL; reap every worker and verify none survives."""
+        """Stop flag, grace period, then SIGKILL; reap every worker and verify none survives.
+
+        While the workers stop, any of them found stopped is continued at once: a strike armed before the stop
+        flag can still stop its worker inside a call after the nemesis's last look, and nothing would hold or
+        release it (it would sit on the store's lock while the others wait out their busy timeouts)."""
         self.nemesis.resume_all(self.live())
         self.stop_flag.value = 1
         deadline = time.monotonic() + self.sc.grace_s
         while time.monotonic() < deadline and any(h.process.is_alive() for h in self.live()):
+            self.nemesis.resume_all(self.live())
             time.sleep(0.01)
         # A worker still inside a store call now has either hung or waits on one that has: let the call run to the
         # call-returns bound (or return), so the checker can tell which, instead of cutting it short unknown.
         limit = int(self.sc.call_bound_s * 1e9) + 50_000_000
         while any(h.process.is_alive() and h.state[IN_CALL] and call_elapsed_ns(h, now_ns()) < limit
                   for h in self.live() if not h.killed):
+            self.nemesis.resume_all(self.live())
             time.sleep(0.01)
         forced = []
         for h in self.live():
@@ -381,8 +390,7 @@ class _Storm:
         """Read the final state back in a child process (bounded); returns why it could not, or None."""
         proc = self.mp.Process(
             target=_snapshot_main,
-            args=(dill.dumps(self.target), str(self.location), self.sc.lease_ttl_ms, self.workload.run_ids(self.sc),
-                  str(self.run_dir), os.getpid()),
+            args=(dill.dumps(self.target), str(self.location), dill.dumps(self.sc), str(self.run_dir), os.getpid()),
             name="snapshot", daemon=True,
         )
         _start(proc)
@@ -417,7 +425,7 @@ class _Storm:
         for slot in range(self.sc.workers):
             self.spawn(slot, "start")
         self.release_boot_barrier()
-        self.nemesis = Nemesis(self.sc, self.rng, self.events, start_ns=start)
+        self.nemesis = self._nemesis(start)
         bound = start + int(self.sc.time_bound_s * 1e9)
         display = _Display(self.sc.quorum, self.sc.time_bound_s, enabled=self.show_progress)
         quorum_at: float | None = None
@@ -570,8 +578,7 @@ def run_storm(
         lease_ttl_ms=scenario.lease_ttl_ms,
         call_bound_s=scenario.call_bound_s,
         workers=scenario.workers,
-        runs=scenario.main_runs(),
-        side_runs=scenario.side_run_ids(),
+        **workload.run_info(scenario),
         quorum_target=dict(scenario.quorum),
         environment=_environment(),
     )

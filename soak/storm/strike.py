@@ -29,11 +29,11 @@ import os
 import signal
 import sys
 from collections import deque
-from typing import NamedTuple
+
+from soak.workloads.context import MODES, Strike
 
 __all__ = ["MODES", "Strike", "StrikeTimer"]
 
-MODES = ("kernel", "step")
 
 _CLOCK_MONOTONIC = 1
 _SIGEV_SIGNAL = 0
@@ -65,16 +65,6 @@ def _libc():
         except (OSError, AttributeError):
             continue
     return None
-
-
-class Strike(NamedTuple):
-    """One planned strike of a call of `surface`; `u` in [0, 1) places a step-mode stop."""
-
-    surface: str
-    mode: str
-    lead_ns: int
-    delay_ns: int
-    u: float
 
 
 class StrikeTimer:

@@ -24,10 +24,10 @@ __all__ = [
     "PHASES",
     "SLOTS",
     "STORE_EXIT_STATUS",
-    "SURFACES",
     "WorkerSpec",
     "derive_seed",
     "process_name",
+    "surface_codes",
     "worker_entry",
     "worker_main",
 ]
@@ -45,10 +45,11 @@ SLOTS = 11
 #: Worker phases (shared `PHASE` slot).
 STARTING, RUNNING, BOOT_FAILED, DONE, CRASHED, READY, BOOTING = range(7)
 PHASES = ("starting", "running", "boot-failed", "done", "crashed", "ready", "booting")
-#: Surface codes published in the `SURFACE` slot.
-SURFACES = ("", "open", "acquire", "renew", "release", "load", "append", "put_meta", "blob_put",
-            "blob_delete", "delete", "get_meta", "blob_get")
-_SURFACE_CODE = {s: i for i, s in enumerate(SURFACES)}
+
+
+def surface_codes(workload: Any) -> tuple[str, ...]:
+    """The surfaces a worker publishes in its `SURFACE` slot, by position: none, the boot, then the workload's."""
+    return ("", "open", *workload.surfaces)
 
 _PR_SET_PDEATHSIG = 1
 #: The status a worker ends with when a store call raised SystemExit or another exception outside `Exception`:
@@ -147,12 +148,13 @@ def worker_main(spec: WorkerSpec, state: Any, stop: Any, go: Any) -> None:
 
     timer = StrikeTimer()
     workload = get_workload(spec.scenario.workload)
-    keys = {k: i for i, k in enumerate(workload.run_ids(spec.scenario))}
+    keys = {k: i for i, k in enumerate(workload.keys(spec.scenario))}
+    codes = {s: i for i, s in enumerate(surface_codes(workload))}
     state[TENURE_KEY] = -1
 
     def enter(index: int, f: str, strike: Any = None) -> None:
         state[OP_INDEX] = index
-        state[SURFACE] = _SURFACE_CODE.get(f, 0)
+        state[SURFACE] = codes.get(f, 0)
         state[SINCE_NS] = time.monotonic_ns()
         state[IN_CALL] = 1
         if strike is not None:
@@ -226,6 +228,7 @@ def worker_main(spec: WorkerSpec, state: Any, stop: Any, go: Any) -> None:
         publish_tenure=publish_tenure,
         wanted=wanted,
         can_strike=timer.available,
+        **workload.context_hooks(),
     )
     try:
         workload.worker_loop(ctx)

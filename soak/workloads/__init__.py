@@ -1,238 +1,112 @@
-"""Workloads: what a storm worker does to a store, and what the quorum counts.
+"""Workloads: everything a storm, its checker and its report know about one kind of store activity.
 
-A workload provides three things (see `Workload`): the worker loop run inside each storm
-process, the run ids the storm snapshots at the end, and a quorum counter fed with history
-lines. The storm knows only this interface, so a second workload (task claims) plugs in by
-registering here.
+A workload (`Workload`) owns what is particular to it: the loop each storm worker runs, the shape of its history
+records (what a lease looks like), its surfaces and which of them mutate (the nemesis aims at those), the scenario
+keys it adds and the quorum it counts (with the tailer's suspect rules), its final state, and how its histories
+are checked (`soak.check.judge.CheckPlan`). The storm, the checker, the run directory and the report are generic:
+they know a workload only through this interface, by the name recorded in `scenario.toml` and `run.json`.
 
-`WorkerContext` is what the storm hands the loop: the store, the history writer, the seeded
-random source, the stop flag and `op()`, which records one store call as invoke + completion and
-publishes "inside a store call" to the orchestrator while the call runs.
+`get_workload(name)` finds one: a registered name (`runs`), or `package.module:attr` for a workload defined
+elsewhere (a test's toy workload, a vendor's): the attribute is the workload, or a class to instantiate. Storm
+workers are spawned processes, so a workload named that way must be importable in a fresh interpreter.
 """
 
 from __future__ import annotations
 
-import time
-from collections import deque
+import importlib
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from soak.errors import ScenarioError
-from soak.history import HistoryWriter, payload_for
-from soak.spi import LeaseHeldError, StoreBusyError, StoreError
+from soak.workloads.context import MODES, Outcome, StoreEndedProcess, Strike, WorkerContext
 
 if TYPE_CHECKING:
-    import random
+    from pathlib import Path
 
+    from soak.check.judge import CheckPlan
     from soak.scenario import Scenario
 
-__all__ = ["Outcome", "QuorumCounter", "StoreEndedProcess", "WORKLOADS", "WorkerContext", "Workload", "count_event",
-           "get_workload"]
-
-
-class StoreEndedProcess(BaseException):
-    """A store call raised `SystemExit`, `KeyboardInterrupt` or another exception outside `Exception`: the store
-    tried to end the process (`no-crash`). Recorded as a `store-exit` event; the worker then ends inside the call."""
-
-
-@dataclass(frozen=True, slots=True)
-class Outcome:
-    """How one recorded store call ended: `ok`, `fail` (typed refusal) or `info` (unknown)."""
-
-    type: str
-    result: Any = None
-    error: BaseException | None = None
-
-    @property
-    def ok(self) -> bool:
-        return self.type == "ok"
-
-    def refused(self, cls: type[BaseException] = StoreError) -> bool:
-        return self.type == "fail" and isinstance(self.error, cls)
-
-
-def _holder_value(exc: BaseException) -> dict[str, Any]:
-    if isinstance(exc, LeaseHeldError):
-        h = exc.holder
-        return {"holder": None if h is None else [h.run_id, h.owner, h.epoch]}
-    return {}
-
-
-@dataclass
-class WorkerContext:
-    """Everything a workload loop needs inside one storm worker process."""
-
-    store: Any
-    writer: HistoryWriter
-    rng: random.Random
-    scenario: Scenario
-    process: str
-    should_stop: Callable[[], bool]
-    enter_call: Callable[..., None] = lambda index, f, strike=None: None
-    leave_call: Callable[[], None] = lambda: None
-    #: publish the tenure this worker holds: (run id or None, epoch, latest monotonic ns it can expire)
-    publish_tenure: Callable[..., None] = lambda key, epoch=0, expires_ns=0: None
-    #: the run the nemesis asks this worker to take over next (read once), or None
-    wanted: Callable[[], str | None] = lambda: None
-    #: True where the worker can stop itself inside a call (`strike_next_call`)
-    can_strike: bool = False
-    counters: dict[Any, int] = field(default_factory=dict)
-    _strike: bool = False
-    _durations: dict[str, deque[int]] = field(default_factory=dict)
-
-    def next_tag(self) -> str:
-        """The tag the next invoke will carry (`process#index`)."""
-        return f"{self.process}#{self.writer.next_index()}"
-
-    def strike_next_call(self) -> None:
-        """Have the next store call struck: the worker stops itself at a random point inside it.
-
-        The point is a random boundary between two steps of the store's code, or a random
-        instant (see `soak.storm.strike`); one after the call returned is a miss the nemesis
-        lets go at once. The nemesis holds a stop that landed inside the call past the lease
-        (see `soak.storm.nemesis`). Nothing where strikes are unavailable.
-        """
-        self._strike = self.can_strike
-
-    def _strike_plan(self, f: str) -> Any:
-        """One strike of a call of surface `f` (see `soak.storm.strike`): mode step five times in six.
-
-        Step mode's boundary is drawn triangular over the call's boundaries: a fence check must
-        come before the write it guards, so a window between them lies inside the call, never at
-        its first or last step. Kernel mode's lead is uniform over 1.5 x the median of this
-        worker's recent calls of the surface (waits included), its delay over 1.5 x their lower
-        quartile (about the work of a call that did not wait).
-        """
-        from soak.storm.strike import Strike
-
-        recent = sorted(self._durations.get(f, ())) or [100_000]
-        median, low = recent[len(recent) // 2], recent[len(recent) // 4]
-        rnd = self.rng.random
-        mode = "kernel" if rnd() < 1 / 6 else "step"
-        return Strike(f, mode, 1 + int(rnd() * 1.5 * median), 1 + int(rnd() * 1.5 * low), (rnd() + rnd()) / 2)
-
-    def op(
-        self,
-        f: str,
-        run: str,
-        lease: Any,
-        intent: str,
-        value: dict[str, Any],
-        call: Callable[[], Any],
-        ok_value: Callable[[Any], dict[str, Any]] | None = None,
-    ) -> Outcome:
-        """Record one store call: invoke line, the call, one completion line.
-
-        A `StoreError` is a typed refusal (`fail`, error = class name); anything else is
-        indeterminate (`info`, with the message): it may or may not have applied.
-        """
-        index = self.writer.invoke(f, run, lease, intent, value)
-        strike = None
-        if self._strike:
-            self._strike = False
-            strike = self._strike_plan(f)
-        started = time.perf_counter_ns()
-        self.enter_call(index, f, strike)
-        try:
-            result = call()
-        except StoreError as exc:
-            self._left(f, started, strike)
-            self.writer.complete(index, "fail", _holder_value(exc), error=type(exc).__name__, message=str(exc))
-            return Outcome("fail", None, exc)
-        except Exception as exc:  # indeterminate: never guessed into ok or fail
-            self._left(f, started, strike)
-            self.writer.complete(index, "info", error=type(exc).__name__, message=str(exc) or repr(exc))
-            return Outcome("info", None, exc)
-        except BaseException as exc:  # the store tried to end the process: no completion, the call never returned
-            self.writer.event("store-exit", {"i": index, "f": f, "error": type(exc).__name__,
-                                             "message": (str(exc) or repr(exc))[:300]})
-            raise StoreEndedProcess() from exc
-        self._left(f, started, strike)
-        try:
-            value = ok_value(result) if ok_value else {}
-        except Exception as exc:  # the store returned something that is not what its surface returns
-            self.writer.complete(index, "info", error=type(exc).__name__,
-                                 message=f"the store's {f} returned {type(result).__name__} {result!r:.200}, "
-                                         f"which the workload could not read: {exc}")
-            return Outcome("info", None, exc)
-        self.writer.complete(index, "ok", value)
-        return Outcome("ok", result)
-
-    def _left(self, f: str, started: int, struck: Any) -> None:
-        self.leave_call()
-        # kernel-mode strikes time themselves by these (a struck call's duration includes the hold)
-        if self.can_strike and not struck:
-            recent = self._durations.get(f)
-            if recent is None:
-                recent = self._durations[f] = deque(maxlen=15)
-            recent.append(time.perf_counter_ns() - started)
-
-    def mutation(
-        self,
-        f: str,
-        run: str,
-        lease: Any,
-        intent: str,
-        build: Callable[[str, bytes, int], tuple[dict[str, Any], Callable[[], Any]]],
-    ) -> Outcome:
-        """One fenced mutation with a fresh tag, payload and per-lease counter `c`.
-
-        `build(tag, payload, c)` returns the invoke value and the call. A `StoreBusyError`
-        (nothing written) is retried `busy_retries` times, each a fresh invoke.
-        """
-        attempts = 0
-        while True:
-            key = (lease.run_id, lease.owner, lease.epoch) if lease is not None else None
-            c = self.counters.get(key, 0) + 1
-            self.counters[key] = c
-            tag = self.next_tag()
-            value, call = build(tag, payload_for(tag), c)
-            outcome = self.op(f, run, lease, intent, value, call)
-            if outcome.refused(StoreBusyError):
-                attempts += 1
-                if attempts <= self.scenario.busy_retries and not self.should_stop():
-                    time.sleep(0.002 * attempts)
-                    continue
-            return outcome
-
-    def retrying(self, f: str, run: str, lease: Any, intent: str, value: dict[str, Any],
-                 call: Callable[[], Any], ok_value: Callable[[Any], dict[str, Any]] | None = None) -> Outcome:
-        """`op` with the bounded StoreBusyError retry (for calls that carry no payload)."""
-        attempts = 0
-        while True:
-            outcome = self.op(f, run, lease, intent, value, call, ok_value)
-            if outcome.refused(StoreBusyError):
-                attempts += 1
-                if attempts <= self.scenario.busy_retries and not self.should_stop():
-                    time.sleep(0.002 * attempts)
-                    continue
-            return outcome
+__all__ = ["MODES", "Outcome", "QuorumCounter", "StoreEndedProcess", "Strike", "WORKLOADS", "WorkerContext",
+           "Workload", "count_event", "get_workload", "register_workload"]
 
 
 class QuorumCounter(Protocol):
-    """Counts quorum activity from paired history operations (a workload's view)."""
+    """Counts quorum activity from paired history lines while a storm runs, and notes suspects (a workload's view).
+
+    A suspect is an operation the workload's rules say looks like a violation (a stale write accepted, say): a
+    hint for `stop_on_suspect`, never a verdict."""
+
+    #: the suspects noted so far: {"process", "index", "f", "run", "intent", "lease", "ts", "reason"}
+    suspects: list[dict[str, Any]]
 
     def feed(self, inv: dict[str, Any], done: dict[str, Any] | None) -> None:
         """One operation: the raw invoke line and its completion line (None: never completed)."""
+
+    def settle(self, latest_ts: int, pending: list[dict[str, Any]]) -> None:
+        """After each poll: the latest completion read so far and the invokes still pending (suspect rules that
+        wait for later lines decide here)."""
 
     def counts(self) -> dict[str, int]:
         """Every counter this workload contributes to the quorum."""
 
 
 class Workload(Protocol):
-    """What a storm worker does and what the quorum counts."""
+    """What one kind of storm does to a store, and how its history is read and checked."""
 
     name: str
+    #: the preset a scenario file of this workload builds on when it names no `base`
+    root_preset: str
+    #: every surface its workers record besides `open` (the shared call state names them by position)
+    surfaces: tuple[str, ...]
+    #: the surfaces that change store state under the fence: where the nemesis aims its stops
+    mutations: frozenset[str]
+    #: the quorum counters it counts (a scenario may set a threshold on these and on the nemesis's own)
+    quorum_keys: tuple[str, ...]
+    #: its scenario keys: a frozen dataclass whose defaults are its root preset's (a dict field is a table)
+    options: type
+    #: key -> (check, what it accepts) for its scalar scenario keys; table -> (its keys, check, what it accepts)
+    option_schema: dict[str, tuple[Callable[[Any], bool], str]]
+    option_tables: dict[str, tuple[tuple[str, ...], Callable[[Any], bool], str]]
 
-    def run_ids(self, scenario: Scenario) -> list[str]:
-        """Every run the final snapshot reads (main, side and never-written runs)."""
+    def check_options(self, options: Any, source: str) -> None:
+        """Raise `ScenarioError` naming the keys when its options do not go together."""
+
+    def default_quorum(self) -> dict[str, int]:
+        """The quorum of its root preset (what `Scenario()` runs to)."""
+
+    def keys(self, scenario: Scenario) -> list[str]:
+        """What a worker may hold (the nemesis asks one to take one over) and the final state reads."""
+
+    def run_info(self, scenario: Scenario) -> dict[str, Any]:
+        """What `run.json` records of this storm's keys (`runs`, `side_runs`)."""
+
+    def context_hooks(self) -> dict[str, Callable[..., Any]]:
+        """`WorkerContext` hooks: `encode_lease(lease)` (the list its records hold) and `refusal_value(exc)`
+        (what a typed refusal's completion records, e.g. the holder)."""
+
+    def make_lease(self, *fields: Any) -> Any:
+        """The lease object of a record's lease list (the history reader's decoder)."""
 
     def worker_loop(self, ctx: WorkerContext) -> None:
         """Storm the store until `ctx.should_stop()`."""
 
     def new_counter(self) -> QuorumCounter:
         """A fresh quorum counter for one storm."""
+
+    def read_final_state(self, store: Any, scenario: Scenario) -> Any:
+        """Read the store's final state back through its public API (the storm's final-state reader)."""
+
+    def save_final_state(self, run_dir: Path, state: Any) -> None:
+        """Write what `read_final_state` returned into the run directory (`final_state.json`)."""
+
+    def check_plan(self) -> CheckPlan:
+        """How its histories are checked."""
+
+    def recount(self, facts: Any) -> dict[str, int]:
+        """Its quorum counters, recounted from the facts its checker folded."""
+
+    def exercised(self, facts: Any, strikes_held: int) -> dict[str, int]:
+        """clause -> recorded operations that exercised it (certificates show these)."""
 
 
 def count_event(counts: dict[str, int], process: str, kind: str, value: dict[str, Any]) -> None:
@@ -259,13 +133,35 @@ def _runs_workload() -> Workload:
 
 #: workload name -> constructor
 WORKLOADS: dict[str, Callable[[], Workload]] = {"runs": _runs_workload}
+_MADE: dict[str, Workload] = {}
+
+
+def register_workload(name: str, make: Callable[[], Workload]) -> None:
+    """Register a workload under a short name (in this process: storm workers find a workload by its name, so one
+    registered at run time must also be registered where they import it, or be named `module:attr`)."""
+    WORKLOADS[name] = make
+    _MADE.pop(name, None)
 
 
 def get_workload(name: str) -> Workload:
-    """The registered workload called `name`, or a `ScenarioError` naming the choices."""
-    try:
-        return WORKLOADS[name]()
-    except KeyError:
-        raise ScenarioError(
-            f"unknown workload {name!r}; set 'workload' to one of {', '.join(sorted(WORKLOADS))}"
-        ) from None
+    """The workload called `name` (registered, or `package.module:attr`), or a `ScenarioError` naming the choices."""
+    made = _MADE.get(name)
+    if made is not None:
+        return made
+    if name in WORKLOADS:
+        made = WORKLOADS[name]()
+    elif ":" in name:
+        module_name, _, attr = name.partition(":")
+        try:
+            obj: Any = importlib.import_module(module_name)
+            for part in attr.split("."):
+                obj = getattr(obj, part)
+        except (ImportError, AttributeError) as exc:
+            raise ScenarioError(f"workload {name!r} cannot be loaded ({exc}); name a registered workload "
+                                f"({', '.join(sorted(WORKLOADS))}) or an importable package.module:attr") from None
+        made = obj() if isinstance(obj, type) else obj
+    else:
+        raise ScenarioError(f"unknown workload {name!r}; set 'workload' to one of {', '.join(sorted(WORKLOADS))} "
+                            "or to package.module:attr")
+    _MADE[name] = made
+    return made

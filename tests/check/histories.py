@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from soak.history import Operation, payload_for
-from soak.rundir import RunInfo, Snapshot, info_to_json, save_snapshot, write_json
+from soak.rundir import RunInfo, info_to_json, write_json
+from soak.workloads.runs.state import Snapshot, save_snapshot
 from soak.spi import JournalEntry, Lease, RunMeta
 
 MS = 1_000_000

@@ -12,7 +12,8 @@ from soak.check import Verdict, check_run
 from soak.cli import main
 from soak.errors import RunDirError
 from soak.history import HistoryWriter, payload_for
-from soak.rundir import RunInfo, info_to_json, read_snapshot, save_snapshot, write_json
+from soak.rundir import RunInfo, info_to_json, write_json
+from soak.workloads.runs.state import read_snapshot, save_snapshot
 from soak.spi import JournalEntry, Lease, RunMeta, StoreError
 from soak.stores.memory import MemoryStore
 

@@ -6,8 +6,8 @@ import dataclasses
 
 import pytest
 
-from soak.check import check
-from soak.check.core import CHECKERS, new_facts
+from soak.workloads.runs.check import check
+from soak.workloads.runs.check import CHECKERS, new_facts
 from soak.history import payload_for
 from soak.spi import JournalEntry, Lease, RunMeta
 
@@ -327,7 +327,7 @@ def test_altered_blob_bytes():
 def test_a_run_named_with_the_empty_string_is_a_run_like_any_other():
     # The per-run caches once kept their "no such run" entry under "": a run of that name overwrote it, and
     # a run without granted tenures then read that run's grants.
-    from soak.check.core import _Tenure
+    from soak.workloads.runs.check.summaries import _Tenure
 
     facts = new_facts(H().state(RUNS), lease_ttl_ms=TTL_MS, runs=RUNS)
     for epoch, at in ((1, 100), (2, 200)):

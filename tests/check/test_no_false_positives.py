@@ -13,9 +13,9 @@ from collections import defaultdict
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from soak.check import check
+from soak.workloads.runs.check import check
 from soak.history import Operation, payload_for, tag_of
-from soak.rundir import read_snapshot
+from soak.workloads.runs.state import read_snapshot
 from soak.spi import JournalEntry, Lease, RunMeta, StoreError
 from soak.stores.memory import MemoryStore
 

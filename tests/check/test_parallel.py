@@ -16,7 +16,7 @@ import pytest
 
 import soak.check.parallel as parallel
 from soak.check import check_run
-from soak.check.core import CHECKERS, finish, fold, judge, merge, new_facts
+from soak.workloads.runs.check import CHECKERS, PLAN, finish, fold, judge, merge, new_facts
 from soak.spi import Lease
 
 from .histories import RUNS, TTL_MS, H, clean_history, write_run_dir
@@ -168,18 +168,32 @@ def _one_and_two(run_dir: Path, snap) -> tuple:
     def new():
         return new_facts(snap, lease_ttl_ms=TTL_MS, runs=RUNS)
 
-    with parallel.TwoCores(paths, new, workers=1, slice_ops=3) as cores:
+    import soak.workloads.runs.check as runs_check
+
+    plan = runs_check.PLAN  # as a test may have patched it
+    with parallel.TwoCores(paths, new, plan, workers=1, slice_ops=3) as cores:
         one = judge(lambda: finish(cores.fold()))
-    with parallel.TwoCores(paths, new, slice_ops=3) as cores:
+    with parallel.TwoCores(paths, new, plan, slice_ops=3) as cores:
         two = judge(lambda: finish(cores.fold()))
     return one, two
+
+
+def _patch_plan(monkeypatch: pytest.MonkeyPatch, **changes: object):
+    """The runs workload's plan with `changes`, in place of its own for the test (check_run reads it anew)."""
+    import dataclasses
+
+    import soak.workloads.runs.check as runs_check
+
+    plan = dataclasses.replace(runs_check.PLAN, **changes)
+    monkeypatch.setattr(runs_check, "PLAN", plan)
+    return plan
 
 
 def test_the_child_folds_slices_that_judge_as_one_process(tmp_path: Path, forced: None, monkeypatch: pytest.MonkeyPatch):
     h = _late_stale_write()
     parts = []
-    real_merge = parallel.merge
-    monkeypatch.setattr(parallel, "merge", lambda facts, part: parts.append(part.stats["operations"]) or real_merge(facts, part))
+    real_merge = PLAN.merge
+    _patch_plan(monkeypatch, merge=lambda facts, part: parts.append(part.stats["operations"]) or real_merge(facts, part))
     one, two = _one_and_two(_run(tmp_path, h), h.state(RUNS))
     assert two.to_json() == one.to_json()
     assert len(parts) > 3 and sum(parts) > 0  # the child's slices, merged one by one
@@ -192,7 +206,7 @@ def test_a_child_that_dies_mid_history_leaves_the_verdict_whole(tmp_path: Path, 
     h = _late_stale_write()
     run_dir = _run(tmp_path, h)
     parent = os.getpid()
-    real_new_part = parallel.new_part
+    real_new_part = PLAN.new_part
     made = []
 
     def dies(facts):
@@ -201,7 +215,7 @@ def test_a_child_that_dies_mid_history_leaves_the_verdict_whole(tmp_path: Path, 
             os._exit(3)
         return real_new_part(facts)
 
-    monkeypatch.setattr(parallel, "new_part", dies)
+    _patch_plan(monkeypatch, new_part=dies)
     streams = []
     real_stream = parallel.stream_files
     monkeypatch.setattr(parallel, "stream_files", lambda *a: streams.append(1) or real_stream(*a))
@@ -225,8 +239,8 @@ def test_other_checkers_get_the_whole_history_folded_at_once(tmp_path: Path, for
 
     checkers = (*CHECKERS, ("tenures", tenures))
     settles = []
-    monkeypatch.setattr(parallel, "settle", lambda *a: settles.append(1))
-    with parallel.TwoCores(paths, lambda: new_facts(h.state(RUNS), lease_ttl_ms=TTL_MS, runs=RUNS), checkers,
+    plan = _patch_plan(monkeypatch, settle=lambda *a: settles.append(1))
+    with parallel.TwoCores(paths, lambda: new_facts(h.state(RUNS), lease_ttl_ms=TTL_MS, runs=RUNS), plan, checkers,
                            slice_ops=1) as cores:
         v = judge(lambda: finish(cores.fold()), checkers)
     assert not settles and seen == [[("r1", 1), ("r1", 2)]]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from soak.check import check
+from soak.workloads.runs.check import check
 
 from .histories import RUNS, TTL_MS, H
 

@@ -2,7 +2,7 @@
 verdict of one fold of the whole.
 
 `soak.check.parallel` reads the history files a slice at a time, on one core or two, and
-`soak.check.core.settle` judges what can no longer change, then retires the tenures nothing still
+`soak.workloads.runs.check.settling` judges what can no longer change, then retires the tenures nothing still
 to come can consult. Hypothesis drives the simulated correct store of `test_no_false_positives`
 (as it is, and with a journal entry lost) through slices of a few operations and compares with the
 whole fold; then the cases only retirement meets: operations under a retired tenure, an epoch
@@ -11,6 +11,8 @@ and summaries that stay as large as what is in flight however long the history.
 """
 
 from __future__ import annotations
+
+import dataclasses
 
 import sys
 import tempfile
@@ -21,9 +23,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import soak.check.core as core
+import soak.workloads.runs.check as core
+import soak.workloads.runs.check.settling as settling
+import soak.workloads.runs.check.summaries as summaries
 import soak.check.parallel as parallel
-from soak.check.core import finish, judge, new_facts
+from soak.workloads.runs.check import PLAN, finish, judge, new_facts
 from soak.spi import Lease
 
 from .histories import TTL_MS, H, write_run_dir
@@ -43,11 +47,11 @@ def _verdicts(run_dir: Path, snap, *, workers: int = 1, slice_ops: int = 4) -> t
 
     def whole():
         facts = new()
-        parallel.fold_files(facts, paths)
+        parallel.fold_files(facts, paths, PLAN)
         return finish(facts)
 
     with mock.patch.object(parallel, "MIN_PARALLEL_BYTES", 0):
-        with parallel.TwoCores(paths, new, workers=workers, slice_ops=slice_ops) as cores:
+        with parallel.TwoCores(paths, new, PLAN, workers=workers, slice_ops=slice_ops) as cores:
             sliced = judge(lambda: finish(cores.fold()))
     return judge(whole).to_json(), sliced.to_json()
 
@@ -137,7 +141,7 @@ def test_a_file_out_of_invocation_order_is_checked_whole(tmp_path: Path, workers
     (hist / "w1.1.jsonl").unlink()
     (hist / "w2.1.jsonl").unlink()
     with pytest.raises(core.Unordered):
-        parallel.stream_files(new_facts(snap, lease_ttl_ms=TTL_MS, runs=["r1"]), sorted(hist.glob("*.jsonl")), 4)
+        parallel.stream_files(new_facts(snap, lease_ttl_ms=TTL_MS, runs=["r1"]), sorted(hist.glob("*.jsonl")), PLAN, 4)
     whole, sliced = _verdicts(run_dir, snap, workers=workers)
     assert sliced == whole and sliced["result"] == "fail"
 
@@ -150,7 +154,7 @@ def test_a_checker_raising_while_settling_makes_the_verdict_inconclusive(tmp_pat
     def boom(facts, tenures=None):
         raise RuntimeError("kaput")
 
-    with mock.patch.object(core, "check_fencing", boom):  # as settling calls it; the final run keeps its own
+    with mock.patch.object(settling, "check_fencing", boom):  # as settling calls it; the final run keeps its own
         _, sliced = _verdicts(run_dir, snap)
     assert "checker fencing raised RuntimeError: kaput" in sliced["reasons"]
     assert sliced["result"] == "fail"  # what the other checkers found still stands
@@ -174,25 +178,23 @@ def test_what_the_facts_hold_does_not_grow_with_the_history(tmp_path: Path, monk
     sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
     from bench_checker import generate
 
-    from soak.rundir import load_snapshot
+    from soak.workloads.runs.state import load_snapshot
 
-    monkeypatch.setattr(core._Retired, "KEEP", 64)
-    monkeypatch.setattr(core._Retired, "TAGS", 32)
+    monkeypatch.setattr(summaries._Retired, "KEEP", 64)
+    monkeypatch.setattr(summaries._Retired, "TAGS", 32)
     peaks: dict[int, dict[str, int]] = {}
-    real_settle = parallel.settle
-
     def settle(facts, until, names=None):
-        real_settle(facts, until, names)
+        PLAN.settle(facts, until, names)
         for what, count in _live(facts).items():
             peak[what] = max(peak.get(what, 0), count)
 
-    monkeypatch.setattr(parallel, "settle", settle)
+    plan = dataclasses.replace(PLAN, settle=settle)
     for n in (20_000, 80_000):
         run_dir = tmp_path / f"run{n}"
         generate(run_dir, n)
         facts = new_facts(load_snapshot(run_dir), lease_ttl_ms=250, runs=[f"r{i}" for i in range(4)])
         peak = peaks[n] = {}
-        parallel.stream_files(facts, sorted((run_dir / "history").glob("*.jsonl")), 2048)
+        parallel.stream_files(facts, sorted((run_dir / "history").glob("*.jsonl")), plan, 2048)
         assert finish(facts).stats["operations"] >= n and facts.stats["tenures"] > n / 40
     small, large = peaks[20_000], peaks[80_000]
     for what, count in large.items():  # four times the history: no more held after any settling

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 from soak.history import HistoryWriter
+from soak.scenario import load_scenario
 from soak.spi import Lease
 from soak.storm.quorum import QuorumTracker
 from soak.workloads import get_workload
@@ -75,7 +76,7 @@ def _held_refusal_suspects(tmp_path, *holder_ops):
     """Epoch 1 of r0 granted at 1 s, `holder_ops` by its holder, an acquire refused for it at 1.8 s."""
     ms = 1_000_000
     tmp_path.mkdir(parents=True, exist_ok=True)
-    q = QuorumTracker(tmp_path, get_workload("runs").new_counter(), {}, lease_ttl_ms=250)
+    q = QuorumTracker(tmp_path, get_workload("runs").new_counter(load_scenario("smoke", {"lease_ttl_ms": 250})), {})
     lease = ["r0", "w0.1", 1]
     _lines(tmp_path / "w0.1.jsonl",
            {"t": "invoke", "p": "w0.1", "i": 0, "ts": 990 * ms, "f": "acquire", "run": "r0", "lease": None,

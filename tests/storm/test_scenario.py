@@ -10,8 +10,12 @@ from pathlib import Path
 import pytest
 
 from soak.errors import ScenarioError
-from soak.scenario import (MIX_KEYS, QUORUM_KEYS, ROOT_PRESET, Scenario, dump_scenario, load_scenario,
-                           parse_override, preset_names)
+from soak.scenario import Scenario, dump_scenario, load_scenario, parse_override, preset_names, quorum_keys
+from soak.workloads.runs import RunsWorkload
+from soak.workloads.runs.options import MIX_KEYS
+
+QUORUM_KEYS = quorum_keys("runs")
+ROOT_PRESET = RunsWorkload.root_preset
 
 
 def test_presets_load_and_smoke_quorum_is_ten_times_the_seed():
@@ -33,7 +37,7 @@ def test_dump_round_trips(tmp_path):
     path.write_text(dump_scenario(sc))
     again = load_scenario(path)
     assert again == sc
-    assert again.seed == 7 and again.workers == 6 and again.quorum["takeovers"] == 3 and again.mix["cross"] == 0
+    assert again.seed == 7 and again.workers == 6 and again.quorum["takeovers"] == 3 and again.options.mix["cross"] == 0
 
 
 @pytest.mark.parametrize(
@@ -89,12 +93,13 @@ def test_parse_override_reads_toml_values():
 def test_scenario_defaults_are_the_smoke_preset():
     smoke = load_scenario("smoke")
     assert Scenario() == dataclasses.replace(smoke, name=Scenario().name)
-    assert Scenario().strike_prob > 0 and Scenario().quorum == smoke.quorum != {}
+    assert Scenario().options.strike_prob > 0 and Scenario().quorum == smoke.quorum != {}
 
 
 def test_the_root_preset_names_every_key():
     data = tomllib.loads(resources.files("soak").joinpath("scenarios", f"{ROOT_PRESET}.toml").read_text())
-    fields = {f.name for f in dataclasses.fields(Scenario)} - {"name", "mix", "quorum"}
+    fields = ({f.name for f in dataclasses.fields(Scenario)} - {"name", "quorum", "options"}
+              | {f.name for f in dataclasses.fields(Scenario().options)} - {"mix"})
     assert fields <= set(data), sorted(fields - set(data))
     assert set(data["mix"]) == set(MIX_KEYS)
     assert set(data["quorum"]) <= set(QUORUM_KEYS) and data["quorum"]
@@ -112,9 +117,9 @@ def test_an_omitted_knob_is_the_preset_value_not_one_that_turns_a_nemesis_off(tm
     path.write_text("workers = 2\n")
     mine, smoke = load_scenario(path), load_scenario("smoke")
     assert mine.name == "mine" and mine.workers == 2
-    assert mine.strike_prob == smoke.strike_prob == 0.55
-    assert mine.stall_prob == smoke.stall_prob and mine.time_bound_s == smoke.time_bound_s
-    assert mine.quorum == smoke.quorum and mine.mix == smoke.mix
+    assert mine.options.strike_prob == smoke.options.strike_prob == 0.55
+    assert mine.options.stall_prob == smoke.options.stall_prob and mine.time_bound_s == smoke.time_bound_s
+    assert mine.quorum == smoke.quorum and mine.options.mix == smoke.options.mix
     assert mine == dataclasses.replace(smoke, name="mine", workers=2)
 
 
@@ -136,7 +141,7 @@ def test_quorum_and_mix_keys_merge_with_the_base(tmp_path):
     assert sc.quorum["takeovers"] == 5 and sc.quorum["stale_refusals"] == smoke.quorum["stale_refusals"]
     assert "stale_append" not in sc.quorum  # 0: no threshold
     assert set(sc.quorum) == set(smoke.quorum) - {"stale_append"}
-    assert sc.mix["cross"] == 0 and sc.mix["append"] == smoke.mix["append"] and set(sc.mix) == set(MIX_KEYS)
+    assert sc.options.mix["cross"] == 0 and sc.options.mix["append"] == smoke.options.mix["append"] and set(sc.options.mix) == set(MIX_KEYS)
     # overrides merge the same way, and win over the file
     again = load_scenario(path, {"quorum.takeovers": 9, "quorum.kills": 1})
     assert again.quorum["takeovers"] == 9 and again.quorum["kills"] == 1 and again.quorum["pauses"] == 5
@@ -152,14 +157,13 @@ def test_a_run_directorys_dump_reloads_to_an_equal_scenario(tmp_path):
     for sc in (load_scenario("nightly", {"seed": 3, "quorum.kills": 0}),
                load_scenario("certify"),
                # built in code, with a partial mix and a one-key quorum (as benchmarks/storm_rate.py builds one)
-               dataclasses.replace(Scenario(), name="bench", strike_prob=0.0, mix={"append": 1.0},
-                                   quorum={"grants": 10**12})):
+               Scenario().replace(name="bench", strike_prob=0.0, mix={"append": 1.0}, quorum={"grants": 10**12})):
         path = tmp_path / f"{sc.name}.toml"
         path.write_text(dump_scenario(sc))
         again = load_scenario(path)
         assert again == sc, sc.name
     bench = load_scenario(tmp_path / "bench.toml")
-    assert bench.quorum == {"grants": 10**12} and bench.mix["put_meta"] == 0 and bench.strike_prob == 0.0
+    assert bench.quorum == {"grants": 10**12} and bench.options.mix["put_meta"] == 0 and bench.options.strike_prob == 0.0
 
 
 def test_an_unknown_base_names_the_presets(tmp_path):

@@ -17,7 +17,8 @@ import pytest
 from soak.check import check_run
 from soak.errors import ScenarioError
 from soak.history import Operation, operations
-from soak.rundir import history_paths, load_run_info, load_snapshot
+from soak.rundir import history_paths, load_run_info
+from soak.workloads.runs.state import load_snapshot
 from soak.scenario import load_scenario
 from soak.stores import resolve
 from soak.storm import run_storm

@@ -39,7 +39,8 @@ pytestmark = pytest.mark.skipif(not StrikeTimer().available, reason="strikes nee
 
 _CHILD = textwrap.dedent("""
     import sqlite3, sys, time
-    from soak.storm.strike import Strike, StrikeTimer
+    from soak.storm.strike import StrikeTimer
+    from soak.workloads.context import Strike
     timer = StrikeTimer()
     conn = sqlite3.connect(":memory:")
     mode, u, steps = sys.argv[1], float(sys.argv[2]), int(sys.argv[3])

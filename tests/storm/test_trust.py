@@ -158,14 +158,15 @@ def test_a_quorum_the_history_does_not_support_is_inconclusive(passing_run, tmp_
 
 def test_the_recount_agrees_with_the_storms_own_tailer(passing_run):
     """The checker's recount from the history and the storm's live tailer count the same quorum."""
-    from soak.check.core import finish, new_facts
     from soak.check.liveness import recount
     from soak.check.parallel import fold_files
-    from soak.rundir import history_paths, load_snapshot
+    from soak.rundir import history_paths
+    from soak.workloads.runs.check import PLAN, finish, new_facts
+    from soak.workloads.runs.state import load_snapshot
 
     info = load_run_info(passing_run)
     facts = new_facts(load_snapshot(passing_run), lease_ttl_ms=info.lease_ttl_ms, runs=info.runs)
-    fold_files(facts, history_paths(passing_run))
+    fold_files(facts, history_paths(passing_run), PLAN)
     got = recount(finish(facts))
     assert {k: got.get(k, 0) for k in info.quorum_reached} == info.quorum_reached
 
@@ -227,3 +228,14 @@ def test_a_harness_crash_mid_storm_is_inconclusive_with_the_traceback_saved(tmp_
     v = _verdict(run_dir)
     assert v["result"] == "inconclusive" and v["stats"]["operations"] > 0
     assert any("status 'crashed" in r for r in v["reasons"])
+
+
+def test_a_worker_stopped_inside_a_call_as_the_storm_ends_is_continued(tmp_path):
+    """A stop the nemesis did not hold (a strike landing after its last look, as the storm ends) is continued at
+    once, so the stopped worker does not sit on the store's lock while the others wait out their timeouts: the
+    reference store's storm still passes, with no call past the bound."""
+    res, run_dir = _storm(tmp_path, "open_stops_itself_in_meta", "strike_prob=0.0")
+    _no_traceback(res)
+    v = _verdict(run_dir)
+    assert v["result"] == "pass", (v["reasons"], [x["statement"] for x in v["violations"]][:3])
+    assert res.returncode == 0

@@ -6,7 +6,8 @@ import random
 import threading
 from collections import defaultdict
 
-from soak.history import MUTATIONS, HistoryWriter, Operation, operations
+from soak.history import HistoryWriter, Operation, operations
+from soak.workloads.runs import MUTATIONS
 from soak.scenario import load_scenario
 from soak.stores.memory import open_memory
 from soak.workloads import WorkerContext, get_workload
@@ -21,7 +22,7 @@ def _storm_in_threads(tmp_path, workers=3, ops=600):
         name = f"w{slot}.1"
         writer = HistoryWriter(tmp_path / f"{name}.jsonl", name)
         ctx = WorkerContext(store=store, writer=writer, rng=random.Random(slot), scenario=sc, process=name,
-                            should_stop=lambda w=writer: w.next_index() >= ops)
+                            should_stop=lambda w=writer: w.next_index() >= ops, **workload.context_hooks())
         threads.append(threading.Thread(target=workload.worker_loop, args=(ctx,)))
     for t in threads:
         t.start()

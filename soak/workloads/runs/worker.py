@@ -15,15 +15,19 @@ each must be refused typed. Invoke values follow the storm/checker interface in 
 from __future__ import annotations
 
 import time
-from collections import defaultdict
 from typing import Any
 
 from soak.history import tag_of
-from soak.scenario import ACCEPT_SURFACES, STALE_SURFACES
 from soak.spi import RUN_STATUSES, JournalEntry, Lease, LeaseHeldError, RunMeta
-from soak.workloads import Outcome, WorkerContext
+from soak.workloads.context import Outcome, WorkerContext
 
-__all__ = ["CROSS_RUN", "RunsCounter", "RunsWorkload", "exercised"]
+__all__ = ["CROSS_RUN", "run_worker"]
+
+
+def run_worker(ctx: WorkerContext) -> None:
+    """The runs workload's loop in one storm worker."""
+    _Worker(ctx).loop()
+
 
 #: A run no tenure ever acquires: every write to it came through a cross-run probe.
 CROSS_RUN = "xr"
@@ -52,11 +56,12 @@ class _Worker:
         self.store = ctx.store
         self.rng = ctx.rng
         self.sc = ctx.scenario
-        self.main = self.sc.main_runs()
-        self.side = self.sc.side_run_ids()
+        self.opt = ctx.scenario.options  # the runs workload's knobs (`soak.workloads.runs.options.RunsOptions`)
+        self.main = self.opt.main_runs()
+        self.side = self.opt.side_run_ids()
         self.owner = ctx.process
-        self.mix_keys = list(self.sc.mix)
-        self.mix_weights = [self.sc.mix[k] for k in self.mix_keys]
+        self.mix_keys = list(self.opt.mix)
+        self.mix_weights = [self.opt.mix[k] for k in self.mix_keys]
 
     # -- building blocks ------------------------------------------------------------------
 
@@ -117,7 +122,7 @@ class _Worker:
         return self.ctx.mutation("put_meta", run, lease, intent, build)
 
     def blob_ref(self, run: str) -> str:
-        return f"{run}/b{self.rng.randrange(self.sc.blob_names)}"
+        return f"{run}/b{self.rng.randrange(self.opt.blob_names)}"
 
     def blob_put(self, ref: str, lease: Lease, intent: str) -> Outcome:
         run = ref.partition("/")[0]
@@ -259,13 +264,13 @@ class _Worker:
         since = asked  # a lower bound of the latest grant or renewal of this tenure
         # how the tenure ends: a stall past the ttl, a struck edge write, or a release
         ending = self.rng.random()
-        stall = ending < self.sc.stall_prob
-        strike = not stall and self.ctx.can_strike and ending < self.sc.stall_prob + self.sc.strike_prob
+        stall = ending < self.opt.stall_prob
+        strike = not stall and self.ctx.can_strike and ending < self.opt.stall_prob + self.opt.strike_prob
         tail = self.read_back(lease, "live")
         if linger:
             self.sleep(self.sc.lease_ttl_ms / 10000.0)
         lost = False
-        for _ in range(self.rng.randint(self.sc.ops_min, self.sc.ops_max)):
+        for _ in range(self.rng.randint(self.opt.ops_min, self.opt.ops_max)):
             if self.ctx.should_stop():
                 break
             kind = self.rng.choices(self.mix_keys, self.mix_weights)[0]
@@ -289,7 +294,7 @@ class _Worker:
                     since = started
                     self.publish(lease)
             elif kind == "edge":
-                out, tail = self.edge_write(lease, since, tail, strike=self.rng.random() < self.sc.strike_prob)
+                out, tail = self.edge_write(lease, since, tail, strike=self.rng.random() < self.opt.strike_prob)
             elif kind == "read":
                 tail = self.read_back(lease, "live")
             elif kind == "side_cycle":
@@ -312,7 +317,7 @@ class _Worker:
                 self.sweep(lease)
             return
         elif stall and not self.ctx.should_stop():
-            ms = self.sc.stall_ms
+            ms = self.opt.stall_ms(self.sc.lease_ttl_ms)
             self.ctx.writer.event("stall", {"ms": ms, "lease": [lease.run_id, lease.owner, lease.epoch]})
             self.sleep(ms / 1000.0)
             if self.ctx.should_stop():
@@ -330,7 +335,7 @@ class _Worker:
         if not out.ok:
             return
         lease: Lease = out.result
-        ref = f"{run}/b{self.rng.randrange(self.sc.blob_names)}"
+        ref = f"{run}/b{self.rng.randrange(self.opt.blob_names)}"
         tail = self.read_back(lease, "side", [ref])
         if tail is None:
             return
@@ -371,123 +376,3 @@ class _Worker:
             if self.ctx.should_stop():
                 return
             step()
-
-
-class RunsWorkload:
-    """The fenced run store storm (CONTRACT section 1)."""
-
-    name = "runs"
-
-    def run_ids(self, scenario) -> list[str]:
-        return [*scenario.main_runs(), *scenario.side_run_ids(), CROSS_RUN]
-
-    def worker_loop(self, ctx: WorkerContext) -> None:
-        _Worker(ctx).loop()
-
-    def new_counter(self) -> RunsCounter:
-        return RunsCounter()
-
-    @staticmethod
-    def exercised(hist: dict[tuple[Any, ...], int], strikes_held: int = 0) -> dict[str, int]:
-        """clause -> recorded operations that exercised it (see `exercised`)."""
-        return exercised(hist, strikes_held)
-
-
-class RunsCounter:
-    """Quorum counters of the runs workload, from operations: raw history lines while a storm runs (`feed`), or
-    the checker's per-kind counts (`add`) when it recounts the quorum from the history it checked."""
-
-    def __init__(self) -> None:
-        self.c: dict[str, int] = defaultdict(int)
-        self.granted: dict[str, set[int]] = defaultdict(set)
-        self.released: dict[str, set[int]] = defaultdict(set)
-
-    def feed(self, inv: dict[str, Any], done: dict[str, Any] | None) -> None:
-        t = done.get("t") if done else "info"
-        f = inv.get("f", "")
-        run = inv.get("run", "")
-        lease = inv.get("lease")
-        self.add((f, inv.get("intent", ""), t, done.get("err") if done else None, bool(lease) and lease[0] != run))
-        if t == "ok":
-            if f == "acquire":
-                epoch = (done.get("v") or {}).get("epoch")
-                if isinstance(epoch, int):
-                    self.granted[run].add(epoch)
-            elif f == "release" and lease and lease[0] == run:
-                self.released[run].add(int(lease[2]))
-
-    def add(self, key: tuple[str, str, str, str | None, bool], n: int = 1) -> None:
-        """`n` operations of one kind: (surface, intent, outcome, error class, lease of another run)."""
-        f, intent, t, err, cross = key
-        if t == "ok":
-            if f == "acquire":
-                self.c["grants"] += n
-            if intent == "live" and f in ACCEPT_SURFACES:
-                self.c[f"accepted_{f}"] += n
-            elif intent == "side" and f == "delete":
-                self.c["deletion_cycles"] += n
-        elif t == "fail" and err == "LeaseHeldError":
-            if intent == "stale":
-                surface = "cross" if cross else f
-                if surface in STALE_SURFACES:
-                    self.c["stale_refusals"] += n
-                    self.c[f"stale_{surface}"] += n
-            elif intent == "cross":
-                self.c["cross_refusals"] += n
-
-    def takeovers(self) -> int:
-        """Epochs granted while the previous epoch was granted and never released."""
-        return sum(
-            1 for run, eps in self.granted.items() for e in eps
-            if (e - 1) in eps and (e - 1) not in self.released[run]
-        )
-
-    def counts(self) -> dict[str, int]:
-        out = dict(self.c)
-        out["takeovers"] = self.takeovers()
-        return out
-
-
-#: clause -> the kinds of operation that exercise it in this workload's storms: (surface, intent, outcome,
-#: error class, lease of another run) with None for any value. A clause is exercised by the storm when some
-#: recorded operation matches (`exercised`); the certificate shows the counts.
-_EXERCISES: dict[str, tuple[tuple[Any, ...], ...]] = {
-    "lease-exclusive": (("acquire", None, "ok", None, None), ("acquire", None, "fail", "LeaseHeldError", None)),
-    "stale-lease-ops": (("renew", "stale", None, None, False), ("release", "stale", None, None, False)),
-    "stale-rejected": tuple((f, "stale", None, None, False) for f in ("append", "put_meta", "delete", "blob_put",
-                                                                       "blob_delete")),
-    "run-match": ((None, "cross", None, None, True), (None, "stale", None, None, True)),
-    "epoch-monotonic": (("acquire", None, "ok", None, None),),
-    "live-accepted": tuple((f, "live", "ok", None, False) for f in ("append", "put_meta", "blob_put", "blob_delete",
-                                                                     "renew", "release")),
-    "ttl-honoured": (("acquire", None, "ok", None, None),),
-    "typed-refusal": ((None, None, "fail", None, None),),
-    "concurrent-boot": (("open", None, None, None, None),),
-    "journal-a1": (("append", None, "ok", None, False),),
-    "journal-a2": (("load", None, "ok", None, None),),
-    "journal-a3": (("load", "live", "ok", None, None),),
-    "journal-a4": (("append", None, "ok", None, False), ("put_meta", None, "ok", None, False),
-                   ("blob_put", None, "ok", None, False)),
-    "journal-a5": (("append", "live", "fail", "JournalOrderError", False),),
-    "meta-last-write": (("put_meta", None, "ok", None, False),),
-    "blob-semantics": (("blob_put", None, "ok", None, False), ("blob_delete", None, "ok", None, False)),
-    "delete-semantics": (("delete", "side", "ok", None, False),),
-    "call-returns": ((None, None, None, None, None),),
-    "no-crash": ((None, None, None, None, None),),
-}
-
-
-def exercised(hist: dict[tuple[Any, ...], int], strikes_held: int = 0) -> dict[str, int]:
-    """clause -> how many recorded operations exercised it (`atomic-fence`: the strikes held inside a call).
-
-    The storm never writes without a lease (`unleased-passthrough`), judges expiry only by real time
-    (`store-clock`) and leaves `expired-unsuperseded` to the store's choice: those are not exercised here."""
-    out: dict[str, int] = {}
-    for clause, patterns in _EXERCISES.items():
-        n = 0
-        for key, count in hist.items():
-            if any(all(p is None or p == k for p, k in zip(pattern, key)) for pattern in patterns):
-                n += count
-        out[clause] = n
-    out["atomic-fence"] = strikes_held
-    return out

@@ -1,0 +1,218 @@
+"""What a storm worker hands a workload's loop, and what the loop asks of the worker: the storm/workload interface.
+
+`WorkerContext` holds the store, the history writer, the seeded random source and the stop flag, and records
+store calls (`op`, `mutation`, `retrying`): an invoke line, the call, one completion line, while the worker
+publishes "inside a store call" to the orchestrator. A strike (`Strike`, planned here by `strike_next_call`) is
+carried out by the worker's timer (`soak.storm.strike`): the plan belongs here, with the loop that asks for it, so
+that workloads never import the storm.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+from soak.history import HistoryWriter, encode_lease, payload_for
+from soak.spi import StoreBusyError, StoreError
+
+if TYPE_CHECKING:
+    import random
+
+    from soak.scenario import Scenario
+
+__all__ = ["MODES", "Outcome", "StoreEndedProcess", "Strike", "WorkerContext"]
+
+#: How a strike stops the worker: `kernel` (a POSIX timer at a random instant), `step` (a profile hook at a random
+#: step boundary of the store's code); see `soak.storm.strike`.
+MODES = ("kernel", "step")
+
+
+class Strike(NamedTuple):
+    """One planned strike of a call of `surface`; `u` in [0, 1) places a step-mode stop."""
+
+    surface: str
+    mode: str
+    lead_ns: int
+    delay_ns: int
+    u: float
+
+
+class StoreEndedProcess(BaseException):
+    """A store call raised `SystemExit`, `KeyboardInterrupt` or another exception outside `Exception`: the store
+    tried to end the process (`no-crash`). Recorded as a `store-exit` event; the worker then ends inside the call."""
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """How one recorded store call ended: `ok`, `fail` (typed refusal) or `info` (unknown)."""
+
+    type: str
+    result: Any = None
+    error: BaseException | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.type == "ok"
+
+    def refused(self, cls: type[BaseException] = StoreError) -> bool:
+        return self.type == "fail" and isinstance(self.error, cls)
+
+
+def _no_value(exc: BaseException) -> dict[str, Any]:
+    return {}
+
+
+@dataclass
+class WorkerContext:
+    """Everything a workload loop needs inside one storm worker process."""
+
+    store: Any
+    writer: HistoryWriter
+    rng: random.Random
+    scenario: Scenario
+    process: str
+    should_stop: Callable[[], bool]
+    enter_call: Callable[..., None] = lambda index, f, strike=None: None
+    leave_call: Callable[[], None] = lambda: None
+    #: publish the tenure this worker holds: (run id or None, epoch, latest monotonic ns it can expire)
+    publish_tenure: Callable[..., None] = lambda key, epoch=0, expires_ns=0: None
+    #: the run the nemesis asks this worker to take over next (read once), or None
+    wanted: Callable[[], str | None] = lambda: None
+    #: True where the worker can stop itself inside a call (`strike_next_call`)
+    can_strike: bool = False
+    #: the workload's record codec (`Workload.context_hooks`): the list a record holds for a lease, and what the
+    #: completion of a typed refusal records (e.g. the holder the store named)
+    encode_lease: Callable[[Any], Any] = encode_lease
+    refusal_value: Callable[[BaseException], dict[str, Any]] = _no_value
+    counters: dict[Any, int] = field(default_factory=dict)
+    _strike: bool = False
+    _durations: dict[str, deque[int]] = field(default_factory=dict)
+
+    def next_tag(self) -> str:
+        """The tag the next invoke will carry (`process#index`)."""
+        return f"{self.process}#{self.writer.next_index()}"
+
+    def strike_next_call(self) -> None:
+        """Have the next store call struck: the worker stops itself at a random point inside it.
+
+        The point is a random boundary between two steps of the store's code, or a random
+        instant (see `soak.storm.strike`); one after the call returned is a miss the nemesis
+        lets go at once. The nemesis holds a stop that landed inside the call past the lease
+        (see `soak.storm.nemesis`). Nothing where strikes are unavailable.
+        """
+        self._strike = self.can_strike
+
+    def _strike_plan(self, f: str) -> Any:
+        """One strike of a call of surface `f` (see `soak.storm.strike`): mode step five times in six.
+
+        Step mode's boundary is drawn triangular over the call's boundaries: a fence check must
+        come before the write it guards, so a window between them lies inside the call, never at
+        its first or last step. Kernel mode's lead is uniform over 1.5 x the median of this
+        worker's recent calls of the surface (waits included), its delay over 1.5 x their lower
+        quartile (about the work of a call that did not wait).
+        """
+        recent = sorted(self._durations.get(f, ())) or [100_000]
+        median, low = recent[len(recent) // 2], recent[len(recent) // 4]
+        rnd = self.rng.random
+        mode = "kernel" if rnd() < 1 / 6 else "step"
+        return Strike(f, mode, 1 + int(rnd() * 1.5 * median), 1 + int(rnd() * 1.5 * low), (rnd() + rnd()) / 2)
+
+    def op(
+        self,
+        f: str,
+        run: str,
+        lease: Any,
+        intent: str,
+        value: dict[str, Any],
+        call: Callable[[], Any],
+        ok_value: Callable[[Any], dict[str, Any]] | None = None,
+    ) -> Outcome:
+        """Record one store call: invoke line, the call, one completion line.
+
+        A `StoreError` is a typed refusal (`fail`, error = class name); anything else is
+        indeterminate (`info`, with the message): it may or may not have applied.
+        """
+        index = self.writer.invoke(f, run, self.encode_lease(lease), intent, value)
+        strike = None
+        if self._strike:
+            self._strike = False
+            strike = self._strike_plan(f)
+        started = time.perf_counter_ns()
+        self.enter_call(index, f, strike)
+        try:
+            result = call()
+        except StoreError as exc:
+            self._left(f, started, strike)
+            self.writer.complete(index, "fail", self.refusal_value(exc), error=type(exc).__name__, message=str(exc))
+            return Outcome("fail", None, exc)
+        except Exception as exc:  # indeterminate: never guessed into ok or fail
+            self._left(f, started, strike)
+            self.writer.complete(index, "info", error=type(exc).__name__, message=str(exc) or repr(exc))
+            return Outcome("info", None, exc)
+        except BaseException as exc:  # the store tried to end the process: no completion, the call never returned
+            self.writer.event("store-exit", {"i": index, "f": f, "error": type(exc).__name__,
+                                             "message": (str(exc) or repr(exc))[:300]})
+            raise StoreEndedProcess() from exc
+        self._left(f, started, strike)
+        try:
+            value = ok_value(result) if ok_value else {}
+        except Exception as exc:  # the store returned something that is not what its surface returns
+            self.writer.complete(index, "info", error=type(exc).__name__,
+                                 message=f"the store's {f} returned {type(result).__name__} {result!r:.200}, "
+                                         f"which the workload could not read: {exc}")
+            return Outcome("info", None, exc)
+        self.writer.complete(index, "ok", value)
+        return Outcome("ok", result)
+
+    def _left(self, f: str, started: int, struck: Any) -> None:
+        self.leave_call()
+        # kernel-mode strikes time themselves by these (a struck call's duration includes the hold)
+        if self.can_strike and not struck:
+            recent = self._durations.get(f)
+            if recent is None:
+                recent = self._durations[f] = deque(maxlen=15)
+            recent.append(time.perf_counter_ns() - started)
+
+    def mutation(
+        self,
+        f: str,
+        run: str,
+        lease: Any,
+        intent: str,
+        build: Callable[[str, bytes, int], tuple[dict[str, Any], Callable[[], Any]]],
+    ) -> Outcome:
+        """One fenced mutation with a fresh tag, payload and per-lease counter `c`.
+
+        `build(tag, payload, c)` returns the invoke value and the call. A `StoreBusyError`
+        (nothing written) is retried `busy_retries` times, each a fresh invoke.
+        """
+        attempts = 0
+        while True:
+            key = (lease.run_id, lease.owner, lease.epoch) if lease is not None else None
+            c = self.counters.get(key, 0) + 1
+            self.counters[key] = c
+            tag = self.next_tag()
+            value, call = build(tag, payload_for(tag), c)
+            outcome = self.op(f, run, lease, intent, value, call)
+            if outcome.refused(StoreBusyError):
+                attempts += 1
+                if attempts <= self.scenario.busy_retries and not self.should_stop():
+                    time.sleep(0.002 * attempts)
+                    continue
+            return outcome
+
+    def retrying(self, f: str, run: str, lease: Any, intent: str, value: dict[str, Any],
+                 call: Callable[[], Any], ok_value: Callable[[Any], dict[str, Any]] | None = None) -> Outcome:
+        """`op` with the bounded StoreBusyError retry (for calls that carry no payload)."""
+        attempts = 0
+        while True:
+            outcome = self.op(f, run, lease, intent, value, call, ok_value)
+            if outcome.refused(StoreBusyError):
+                attempts += 1
+                if attempts <= self.scenario.busy_retries and not self.should_stop():
+                    time.sleep(0.002 * attempts)
+                    continue
+            return outcome

@@ -1,0 +1,19 @@
+"""TODO docstring for boot."""
+
+from __future__ import annotations
+
+
+from soak.check.verdict import Violation
+from soak.workloads.runs.check.facts import Facts
+from soak.workloads.runs.check.ops import evidence
+
+
+def check_boot(facts: Facts) -> list[Violation]:
+    """Every store boot (`open`) comes up; one the harness did not cut short that fails breaks concurrent-boot."""
+    out = []
+    for op in facts.boot_failures:
+        ev = evidence(op)
+        how = "refused typed" if ev.outcome == "fail" else "failed untyped"
+        out.append(Violation("concurrent-boot", f"{ev.process} opening the store {how} ({ev.error}): every process "
+                             f"opening one location must come up", (ev,)))
+    return out

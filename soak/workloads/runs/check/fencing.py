@@ -1,0 +1,119 @@
+"""TODO docstring for fencing."""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Iterable
+from typing import Any
+
+from soak.check.verdict import Violation
+from soak.workloads.runs.check.facts import Facts, _retired_grant
+from soak.workloads.runs.check.ops import _LEASE_OPS, _NEVER, evidence
+from soak.workloads.runs.check.summaries import _Tenure
+
+
+def check_scan(facts: Facts) -> list[Violation]:
+    """Findings made while streaming: accepted operations whose lease names another run."""
+    return list(facts.scan_violations)
+
+
+def check_grantees(facts: Facts, tenures: Iterable[_Tenure] | None = None) -> list[Violation]:
+    """Every accepted mutation, renew or release carries a lease granted to its owner (of `tenures`, default all)."""
+    out: list[Violation] = []
+    for t in facts.tenures.values() if tenures is None else tenures:
+        if not t.users:
+            continue
+        granted_to = {g[2] for g in t.grants}
+        grants = [evidence(g[3]) for g in t.grants] if t.grants else []
+        if not granted_to:  # an operation under a retired tenure: granted to whom its residue says
+            before = _retired_grant(facts, t)
+            res = facts.retired.get(t.run)
+            if before is None and res is not None and t.epoch <= res.mark:
+                continue  # long retired: whose it was is not kept (fencing judges the operation)
+            if before is not None:
+                granted_to = res.owners(facts, t.epoch)
+                if granted_to is None:
+                    continue
+                grants = [before[1]]
+        for owner, op in t.users.items():
+            if owner in granted_to:
+                continue
+            ev = evidence(op)
+            clause = "stale-lease-ops" if ev.f in _LEASE_OPS else "stale-rejected"
+            if not granted_to:
+                why = f"epoch {t.epoch} of run {t.run} was never granted"
+            else:
+                why = f"epoch {t.epoch} of run {t.run} was granted to {', '.join(sorted(granted_to))}, not {owner}"
+            out.append(Violation(clause, f"{ev.f} accepted from a non-grantee: {why}", (ev, *grants)))
+    return out
+
+
+def check_fencing(facts: Facts, tenures: Iterable[_Tenure] | None = None) -> list[Violation]:
+    """Real time: nothing accepted under a tenure (of `tenures`, default all) invoked after it was superseded or released."""
+    out: list[Violation] = []
+    for t in facts.tenures.values() if tenures is None else tenures:
+        if t.mut is None and t.lop is None and t.unt is None:
+            continue
+        when, proof = facts.stale_at(t.run, t.epoch)
+        if when == _NEVER:
+            continue
+        if max(t.mut_inv, t.lop_inv, t.unt_inv) <= when:
+            continue
+        pev = evidence(proof) if proof is not None else None
+        cite = (pev,) if pev is not None else ()
+        how = "released" if pev is not None and pev.f == "release" else f"superseded by epoch {pev.epoch if pev else '?'}"
+        if t.mut is not None and t.mut_inv > when:
+            ev = evidence(t.mut)
+            out.append(Violation(
+                "stale-rejected", f"{ev.f} under epoch {t.epoch} of run {t.run} accepted after the tenure was {how}",
+                (ev, *cite),
+            ))
+        if t.lop is not None and t.lop_inv > when:
+            ev = evidence(t.lop)
+            out.append(Violation(
+                "stale-lease-ops", f"{ev.f} under epoch {t.epoch} of run {t.run} accepted after the tenure was {how}",
+                (ev, *cite),
+            ))
+        if t.unt is not None and t.unt_inv > when:
+            ev = evidence(t.unt)
+            out.append(Violation(
+                "typed-refusal",
+                f"{ev.f} under stale epoch {t.epoch} of run {t.run} raised untyped {ev.error} instead of LeaseHeldError",
+                (ev, *cite),
+            ))
+    return out
+
+
+def check_refusals(facts: Facts, refusals: Iterable[tuple[str, int, str, Any]] | None = None) -> list[Violation]:
+    """A LeaseHeldError under a tenure that was surely current and live is a spurious refusal (of `refusals`, default
+    the facts' own)."""
+    out: list[Violation] = []
+    ttl, margin = facts.ttl_ns, facts.margin_ns
+    sorted_acq: dict[str, list[int]] = {}
+    for run, epoch, owner, op in facts.refusals if refusals is None else refusals:
+        t = facts.tenures.get((run, epoch))
+        ev = evidence(op)
+        if t is None or not t.granted_to(owner) or ev.complete_ns is None:
+            continue
+        done = ev.complete_ns
+        if t.rel_inv < done:
+            continue
+        grant_inv = t.grant_invoke()
+        ra = facts.run_acc.get(run)
+        if ra is not None:
+            acq = sorted_acq.get(run)
+            if acq is None:
+                acq = sorted_acq[run] = sorted(ra.acq_invokes)
+            if bisect.bisect_left(acq, done) - bisect.bisect_right(acq, grant_inv) > 0:
+                continue  # another acquire was attempted meanwhile: the tenure may have been taken
+            if any(inv < done and comp > grant_inv and inv != grant_inv for inv, comp in ra.acq_unknown):
+                continue
+        last = t.live_since(ev.invoke_ns)
+        if last is not None and done < last + ttl - margin:
+            out.append(Violation(
+                "live-accepted",
+                f"{ev.f} under epoch {epoch} of run {run} refused {(done - last) / 1e6:.1f} ms after its last grant "
+                f"or renewal (ttl {facts.lease_ttl_ms} ms), with no takeover attempted",
+                (ev, evidence(t.grants[0][3])),
+            ))
+    return out

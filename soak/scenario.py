@@ -30,7 +30,9 @@ __all__ = [
     "NEMESIS_QUORUM_KEYS",
     "Scenario",
     "dump_scenario",
+    "int_key",
     "load_scenario",
+    "number_key",
     "parse_override",
     "preset_names",
     "quorum_keys",
@@ -124,13 +126,15 @@ class Scenario:
 
 
 # key -> (kind, check, what it accepts)
-def _int(lo: int, hi: int | None = None):
+def int_key(lo: int, hi: int | None = None):
+    """A key's (check, what it accepts): an integer in [lo, hi]."""
     def check(v: Any) -> bool:
         return isinstance(v, int) and not isinstance(v, bool) and v >= lo and (hi is None or v <= hi)
     return check, f"an integer >= {lo}" + (f" and <= {hi}" if hi is not None else "")
 
 
-def _num(lo: float, hi: float | None = None, *, open_lo: bool = False):
+def number_key(lo: float, hi: float | None = None, *, open_lo: bool = False):
+    """A key's (check, what it accepts): a finite number in [lo, hi] (above lo with `open_lo`)."""
     def check(v: Any) -> bool:
         if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
             return False
@@ -152,18 +156,18 @@ _FIELDS: dict[str, tuple[Any, str]] = {
     "name": _str(),
     "workload": _str(),
     "store": _str(),
-    "workers": _int(1, 256),
-    "lease_ttl_ms": _int(10),
-    "seed": _int(0),
-    "time_bound_s": _num(0, open_lo=True),
-    "call_timeout_s": _num(0),
-    "grace_s": _num(0),
-    "busy_retries": _int(0),
-    "pause_interval_s": _num(0),
-    "pause_ms": _int(0),
-    "pause_in_call_bias": _num(0, 1),
-    "kill_interval_s": _num(0),
-    "kill_in_call_bias": _num(0, 1),
+    "workers": int_key(1, 256),
+    "lease_ttl_ms": int_key(10),
+    "seed": int_key(0),
+    "time_bound_s": number_key(0, open_lo=True),
+    "call_timeout_s": number_key(0),
+    "grace_s": number_key(0),
+    "busy_retries": int_key(0),
+    "pause_interval_s": number_key(0),
+    "pause_ms": int_key(0),
+    "pause_in_call_bias": number_key(0, 1),
+    "kill_interval_s": number_key(0),
+    "kill_in_call_bias": number_key(0, 1),
     "stop_on_suspect": _bool(),
 }
 #: The storm's own table; a workload adds its own (`Workload.option_tables`, e.g. the runs workload's `mix`).

@@ -38,6 +38,8 @@ class RunData:
     events: list[Record] = field(default_factory=list)
     tenures: list[Tenure] = field(default_factory=list)
     processes: list[str] = field(default_factory=list)
+    #: the workload's surfaces, in its order (those seen in the history, for a workload this soak cannot load)
+    surfaces: tuple[str, ...] = ()
 
     def seconds(self, ns: int) -> float:
         return (ns - self.t0) / 1e9
@@ -124,6 +126,16 @@ def load_run_data(run_dir: str | os.PathLike[str]) -> RunData:
     ops.sort(key=lambda o: o.invoke_ns)
     events.sort(key=lambda e: e.time)
     processes = sorted({op.process for op in ops}, key=_process_key)
-    data = RunData(run_dir, info, verdict, t0, t1, ops, events, [], processes)
+    data = RunData(run_dir, info, verdict, t0, t1, ops, events, [], processes, _surfaces(info.workload, ops))
     data.tenures = _build_tenures(ops, t1)
     return data
+
+
+def _surfaces(workload: str, ops: list[Operation]) -> tuple[str, ...]:
+    from soak.errors import ScenarioError
+    from soak.workloads import get_workload
+
+    try:
+        return tuple(get_workload(workload).surfaces)
+    except ScenarioError:
+        return tuple(sorted({op.f for op in ops} - {"open"}))

@@ -15,9 +15,6 @@ from soak.report.data import RunData  # noqa: E402
 
 __all__ = ["activity_png", "latency_png", "timeline_png", "workers_png", "violation_times"]
 
-_SURFACES = ("append", "put_meta", "blob_put", "blob_delete", "delete", "acquire", "renew", "release")
-
-
 def _png(fig) -> bytes:
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=110, bbox_inches="tight")
@@ -92,7 +89,7 @@ def activity_png(data: RunData, bins: int = 60) -> bytes:
     """Accepted operations per second over time, per surface."""
     span = max(data.seconds(data.t1), 1e-3)
     width = span / bins
-    series: dict[str, list[int]] = {s: [0] * bins for s in _SURFACES}
+    series: dict[str, list[int]] = {s: [0] * bins for s in data.surfaces}
     for op in data.ops:
         if op.outcome == "ok" and op.f in series and op.complete_ns is not None:
             i = min(int(data.seconds(op.complete_ns) / width), bins - 1)

@@ -7,11 +7,11 @@ a `[mix]` table; `RunsOptions()` holds the smoke preset's values (the workload's
 from __future__ import annotations
 
 import dataclasses
-import math
 from dataclasses import dataclass, field
 from typing import Any
 
 from soak.errors import ScenarioError
+from soak.scenario import int_key, number_key
 
 __all__ = ["ACCEPT_SURFACES", "MIX_KEYS", "QUORUM_KEYS", "RunsOptions", "SCHEMA", "STALE_SURFACES", "TABLES",
            "check_options"]
@@ -91,36 +91,20 @@ class RunsOptions:
         return int(lease_ttl_ms * self.stall_factor)
 
 
-def _int(lo: int, hi: int | None = None):
-    def check(v: Any) -> bool:
-        return isinstance(v, int) and not isinstance(v, bool) and v >= lo and (hi is None or v <= hi)
-    return check, f"an integer >= {lo}" + (f" and <= {hi}" if hi is not None else "")
-
-
-def _num(lo: float, hi: float | None = None, *, open_lo: bool = False):
-    def check(v: Any) -> bool:
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
-            return False
-        ok_lo = v > lo if open_lo else v >= lo
-        return ok_lo and (hi is None or v <= hi)
-    sign = ">" if open_lo else ">="
-    return check, f"a number {sign} {lo}" + (f" and <= {hi}" if hi is not None else "")
-
-
 #: key -> (check, what it accepts)
 SCHEMA: dict[str, tuple[Any, str]] = {
-    "runs": _int(2, 1000),
-    "side_runs": _int(1, 1000),
-    "ops_min": _int(1),
-    "ops_max": _int(1),
-    "blob_names": _int(1),
-    "stall_prob": _num(0, 1),
-    "stall_factor": _num(1, open_lo=True),
-    "strike_prob": _num(0, 1),
+    "runs": int_key(2, 1000),
+    "side_runs": int_key(1, 1000),
+    "ops_min": int_key(1),
+    "ops_max": int_key(1),
+    "blob_names": int_key(1),
+    "stall_prob": number_key(0, 1),
+    "stall_factor": number_key(1, open_lo=True),
+    "strike_prob": number_key(0, 1),
 }
 #: table -> (its keys, the check of a value, what a value accepts)
 TABLES: dict[str, tuple[tuple[str, ...], Any, str]] = {
-    "mix": (MIX_KEYS, _num(0)[0], "a number >= 0"),
+    "mix": (MIX_KEYS, number_key(0)[0], "a number >= 0"),
 }
 
 
@@ -137,7 +121,3 @@ def check_options(options: RunsOptions, source: str) -> None:
         raise ScenarioError(
             f"scenario {source}: key 'ops_max' ({options.ops_max}) must be >= 'ops_min' ({options.ops_min})"
         )
-
-
-def field_names() -> tuple[str, ...]:
-    return tuple(f.name for f in dataclasses.fields(RunsOptions))

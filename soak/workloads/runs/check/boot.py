@@ -1,4 +1,7 @@
-"""TODO docstring for boot."""
+"""Boots are evidence (`concurrent-boot`): every worker's store boot is an operation (`open`); one that answered
+with any error while others came up breaks the clause. A boot without a completion (cut short) is the liveness
+checker's (`soak.check.liveness`).
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,8 @@
-"""TODO docstring for facts."""
+"""`Facts`: everything the runs checkers read, made by `new_facts` (the final state's tags indexed by the operation
+that wrote them), folded into by `soak.workloads.runs.check.folding`, completed by `finish`. `Facts.stale_at` and
+`Facts.next_grant` answer the real-time questions every checker asks: when a tenure surely stopped being current,
+and the earliest grant that may have landed after one.
+"""
 
 from __future__ import annotations
 

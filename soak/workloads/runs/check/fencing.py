@@ -1,4 +1,8 @@
-"""TODO docstring for fencing."""
+"""Fencing, judged per tenure and per refusal: `run-match` (a lease used on another run, found while folding),
+`stale-rejected` and `stale-lease-ops` (anything accepted from a non-grantee, or invoked after the tenure was
+superseded or released), `typed-refusal` (an untyped answer to a stale operation), `live-accepted` (a refusal
+under a tenure that was surely current and live, with no takeover attempted).
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,13 @@
-"""TODO docstring for fold."""
+"""One streaming pass over the operations into `Facts` (`fold`), and `merge` of two partial folds.
+
+Nothing is kept per operation but what a checker needs: a small record per tenure, per run and per blob ref, the
+operations whose tag appears in the final state, refusals that might be spurious, accepted appends missing from
+the journal (packed integers, dropped once a delete explains them), and the generic part every workload's facts
+hold (events, liveness candidates, the per-kind counts the quorum is recounted from). The pass can be cut: fold
+the files of some processes, fold the rest elsewhere, and `merge` continues the first fold with the second exactly
+as one pass would have; folded a time slice at a time (`fold(..., until=T)`), it stops at the first operation
+invoked at T or later (`soak.workloads.runs.check.settling` then settles the slice).
+"""
 
 from __future__ import annotations
 
@@ -10,7 +19,11 @@ from typing import Any
 from soak.history import Operation
 from soak.check.verdict import Violation
 from soak.workloads.runs.check.facts import Facts
-from soak.workloads.runs.check.ops import _ARGS, _COMP, _F, _I, _INV, _LEASE_OPS, _MUTATIONS, _NEVER, _P, _READS, _RES, _RUN, _STORM_EVENTS, _TAGGED, _TYPED, _ev, _intern, _lite, _raw
+from soak.check.base import STORM_EVENTS as _STORM_EVENTS
+from soak.workloads.runs.check.ops import (
+    _ARGS, _COMP, _F, _I, _INV, _LEASE_OPS, _MUTATIONS, _NEVER, _P, _READS, _RES, _RUN, _TAGGED, _TYPED, _ev, _intern,
+    _lite, _raw,
+)
 from soak.workloads.runs.check.summaries import (
     _EMPTY_JOURNAL, _R_OWN, _Obj, _Read, _Ref, _Run, _Tenure, _absorb, _accept, _combined, _frozen, _new_obj, _pid_of,
     _settle, _unknown,

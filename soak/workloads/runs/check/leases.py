@@ -1,4 +1,8 @@
-"""TODO docstring for leases."""
+"""Leases: `lease-exclusive` and `epoch-monotonic` from the grants (each epoch granted once, epochs rising with grant
+order, no two surely-live tenures overlapping), `ttl-honoured` from refused acquires (refused although the run's
+newest tenure had surely expired unrenewed, or after its release) and from the final probe (its epoch above every
+granted one; not refused after every worker stopped and 1.2 x ttl passed).
+"""
 
 from __future__ import annotations
 

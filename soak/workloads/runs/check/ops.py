@@ -1,4 +1,7 @@
-"""TODO docstring for ops."""
+"""Operation tuples as the history reader yields them (`soak.history.operation_tuples`, `Operation`'s field order),
+their compact form (`_lite`, what summaries keep), and the `Evidence` a violation cites (`evidence`). The
+surfaces and their kinds, as the fold tells them apart.
+"""
 
 from __future__ import annotations
 
@@ -24,8 +27,6 @@ _READS = frozenset(("load", "get_meta", "blob_get"))
 _LEASE_OPS = frozenset(("renew", "release"))
 
 
-#: Events the fold keeps besides the nemesis's (`Facts.events`): how a worker started and ended.
-_STORM_EVENTS = frozenset(("start", "crash", "store-exit"))
 
 
 #: Typed refusals of the contract (and their root).

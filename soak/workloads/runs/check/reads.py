@@ -1,4 +1,9 @@
-"""TODO docstring for reads."""
+"""Reads are evidence: a read made while its tenure was surely live must see what the epoch-ordered serial history
+allows (its own tenure's last accepted write, or else the serially last accepted write of an earlier epoch, or
+any unknown write after it). A superseded holder's write that landed late shows up here even when a later write
+hides it in the final state (`stale-rejected`; `run-match` through another run's lease; `journal-a3`,
+`meta-last-write`, `blob-semantics` for a lost write).
+"""
 
 from __future__ import annotations
 

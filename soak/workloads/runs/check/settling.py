@@ -1,4 +1,8 @@
-"""TODO docstring for settle."""
+"""Settling, after each time slice (bounded memory): what can no longer change is judged (by the checker of the
+same name, into `Facts.early`) and dropped, and tenures nothing still to come can consult retire, leaving a
+small residue per run (`summaries._Retired`) and a floor per object that later reads are judged against
+(docs/bounded-checker.md).
+"""
 
 from __future__ import annotations
 

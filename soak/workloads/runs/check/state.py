@@ -1,4 +1,9 @@
-"""TODO docstring for state."""
+"""The final state's diff (`check_state`): per run, meta and blob ref, the last accepted write in serial `(epoch, c)`
+order must be what the store holds, unless a later accepted or unknown delete explains its absence; journal
+entries in serial order, payloads byte for byte (`journal-a1`..`a5`, `meta-last-write`, `blob-semantics`,
+`delete-semantics`; a value written by a refused or stale operation names `typed-refusal` or `stale-rejected`).
+`state_gaps`: what in the final state keeps the check from deciding.
+"""
 
 from __future__ import annotations
 

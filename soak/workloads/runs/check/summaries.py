@@ -1,4 +1,8 @@
-"""TODO docstring for summaries."""
+"""What the fold keeps: per tenure (`_Tenure`: grants, renewals, releases, the latest accepted and unknown operations
+under it), per run (`_Run`) and blob ref (`_Ref`), per object and epoch (the last accepted write and the unknown
+ones after it), tenured reads, and what a retired tenure leaves behind (`_Retired`: a residue row per epoch,
+capped per run, so that operations still arriving under it are judged).
+"""
 
 from __future__ import annotations
 

@@ -198,6 +198,26 @@ def _known_keys(workload: Any) -> str:
     return ", ".join(sorted([*_FIELDS, *workload.option_schema, *_tables(workload), BASE_KEY]))
 
 
+#: A quorum threshold's (check, what it accepts).
+_THRESHOLD = (lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0,
+              "an integer >= 0 (0: no threshold)")
+
+
+def _table(data: dict[str, Any], table: str, values: dict[str, Any], keys: tuple[str, ...], check: Any,
+           accepts: str, source: str, convert: Any) -> dict[str, Any]:
+    """`values` (the base's) with the data's table `table` over them, each key known and each value checked."""
+    raw = data.get(table, {})
+    if not isinstance(raw, dict):
+        raise ScenarioError(f"{_where(source)}: {table!r} must be a table ({', '.join(keys)})")
+    for key, value in raw.items():
+        if key not in keys:
+            raise ScenarioError(f"{_where(source)}: unknown key '{table}.{key}'; {table} keys are {', '.join(keys)}")
+        if not check(value):
+            raise ScenarioError(f"{_where(source)}: key '{table}.{key}' must be {accepts}, got {value!r}")
+        values[key] = convert(value)
+    return values
+
+
 def _build(data: dict[str, Any], source: str) -> Scenario:
     """Validate a parsed TOML mapping (its base and the overrides already merged in) into a `Scenario`.
 
@@ -229,29 +249,9 @@ def _build(data: dict[str, Any], source: str) -> Scenario:
             raise ScenarioError(f"{_where(source)}: key {key!r} must be {accepts}, got {value!r}")
         target[key] = float(value) if isinstance(default, float) else value
     for table, (keys, check, accepts) in workload.option_tables.items():
-        values = dict(getattr(base_options, table))
-        raw = data.get(table, {})
-        if not isinstance(raw, dict):
-            raise ScenarioError(f"{_where(source)}: {table!r} must be a table ({', '.join(keys)})")
-        for key, value in raw.items():
-            if key not in keys:
-                raise ScenarioError(f"{_where(source)}: unknown key '{table}.{key}'; {table} keys are {', '.join(keys)}")
-            if not check(value):
-                raise ScenarioError(f"{_where(source)}: key '{table}.{key}' must be {accepts}, got {value!r}")
-            values[key] = float(value) if isinstance(value, int) and not isinstance(value, bool) else value
-        options[table] = values
-    known = quorum_keys(name)
-    quorum = dict(defaults.quorum)
-    raw_quorum = data.get(_QUORUM, {})
-    if not isinstance(raw_quorum, dict):
-        raise ScenarioError(f"{_where(source)}: 'quorum' must be a table of thresholds ({', '.join(known)})")
-    for key, value in raw_quorum.items():
-        if key not in known:
-            raise ScenarioError(f"{_where(source)}: unknown key 'quorum.{key}'; quorum keys are {', '.join(known)}")
-        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            raise ScenarioError(f"{_where(source)}: key 'quorum.{key}' must be an integer >= 0 "
-                                f"(0: no threshold), got {value!r}")
-        quorum[key] = value
+        options[table] = _table(data, table, dict(getattr(base_options, table)), keys, check, accepts, source,
+                                lambda v: float(v) if isinstance(v, int) else v)
+    quorum = _table(data, _QUORUM, dict(defaults.quorum), quorum_keys(name), *_THRESHOLD, source, int)
     opts = dataclasses.replace(base_options, **options)
     workload.check_options(opts, source)
     scenario = dataclasses.replace(defaults, quorum=quorum, options=opts, **kwargs)

@@ -189,27 +189,27 @@ class WorkerContext:
         `build(tag, payload, c)` returns the invoke value and the call. A `StoreBusyError`
         (nothing written) is retried `busy_retries` times, each a fresh invoke.
         """
-        attempts = 0
-        while True:
+        def attempt() -> Outcome:
             key = (lease.run_id, lease.owner, lease.epoch) if lease is not None else None
             c = self.counters.get(key, 0) + 1
             self.counters[key] = c
             tag = self.next_tag()
             value, call = build(tag, payload_for(tag), c)
-            outcome = self.op(f, run, lease, intent, value, call)
-            if outcome.refused(StoreBusyError):
-                attempts += 1
-                if attempts <= self.scenario.busy_retries and not self.should_stop():
-                    time.sleep(0.002 * attempts)
-                    continue
-            return outcome
+            return self.op(f, run, lease, intent, value, call)
+
+        return self._busy_retried(attempt)
 
     def retrying(self, f: str, run: str, lease: Any, intent: str, value: dict[str, Any],
                  call: Callable[[], Any], ok_value: Callable[[Any], dict[str, Any]] | None = None) -> Outcome:
         """`op` with the bounded StoreBusyError retry (for calls that carry no payload)."""
+        return self._busy_retried(lambda: self.op(f, run, lease, intent, value, call, ok_value))
+
+    def _busy_retried(self, attempt: Callable[[], Outcome]) -> Outcome:
+        """`attempt()` (one recorded call), again while it answers `StoreBusyError` (nothing was written), at most
+        `busy_retries` more times, backing off 2 ms more each time."""
         attempts = 0
         while True:
-            outcome = self.op(f, run, lease, intent, value, call, ok_value)
+            outcome = attempt()
             if outcome.refused(StoreBusyError):
                 attempts += 1
                 if attempts <= self.scenario.busy_retries and not self.should_stop():

@@ -65,27 +65,16 @@ def scan(
     return finish(facts)
 
 
-def check(
-    ops: Iterable[Operation | Any],
-    snapshot: Any,
-    *,
-    lease_ttl_ms: int,
-    runs: Iterable[str],
-    cross_runs: Iterable[str] = ("xr",),
-    status: str = "quorum",
-    quorum: str = "",
-    margin_ms: float | None = None,
-    checkers: Sequence[tuple[str, Checker]] | None = None,
-) -> Verdict:
+def check(ops: Iterable[Operation | Any], snapshot: Any, *, checkers: Sequence[tuple[str, Checker]] | None = None,
+          **settings: Any) -> Verdict:
     """Check a history (operations, events allowed) against the final state; pure, one pass.
 
-    `runs` are the runs workers write legitimately, `cross_runs` those nobody may write, `status` the storm's
-    ending (anything but `quorum` is inconclusive). `margin_ms` is the slack for "surely live" (default:
-    `default_margin_ns`). `checkers` default to the runs checkers and the generic ones.
+    `settings` are `scan`'s: `lease_ttl_ms`, `runs` (the runs workers write legitimately), `cross_runs` (those
+    nobody may write), `status` (the storm's ending: anything but `quorum` is inconclusive), `quorum`,
+    `margin_ms` (the slack for "surely live", default `default_margin_ns`). `checkers` default to the runs
+    checkers and the generic ones.
     """
-    runs = tuple(runs)
-    return judge(lambda: scan(ops, snapshot, lease_ttl_ms=lease_ttl_ms, runs=runs, cross_runs=cross_runs,
-                              status=status, quorum=quorum, margin_ms=margin_ms), checkers)
+    return judge(lambda: scan(ops, snapshot, **settings), checkers)
 
 
 def judge(build: Any, checkers: Sequence[tuple[str, Checker]] | None = None, runner: Runner = run_checkers) -> Verdict:

@@ -41,11 +41,12 @@ running it, reading its outcome) and `_cli` (`soak model`).
 
 from soak.clock import FakeClock
 from soak.model._cli import configure_parser, run_cli
-from soak.model._driver import FAKE_TTL_MS, REAL_TTL_MS, ContractViolation, ModelInconclusive  # noqa: F401 - the ttls too
-from soak.model._machine import MODEL_NEVER_EXERCISES, FencedStoreMachine
+from soak.model._driver import FAKE_TTL_MS, REAL_TTL_MS, ContractViolation, ModelInconclusive  # noqa: F401
+from soak.model._machine import BLOB_NAMES, MODEL_NEVER_EXERCISES, OWNERS, RUNS, FencedStoreMachine  # noqa: F401
 from soak.model._profiles import PROFILES, default_profile, model_settings
 from soak.model._runner import ModelOutcome, check_model, machine_for, machine_test_case, run_model
 
+# Also importable from here, outside __all__: the two ttls and the runs, owners and blob names of the programs.
 __all__ = [
     "ContractViolation",
     "FakeClock",

@@ -21,7 +21,6 @@ from types import SimpleNamespace
 import pytest
 import xmlschema
 
-import soak.certify as certify_mod
 from soak.certify import (
     CERTIFICATE_FILE,
     CERTIFICATE_HTML,
@@ -31,11 +30,11 @@ from soak.certify import (
     suite_digest,
     verify_certificate,
 )
-from soak.certify._judge import (
+from soak.certify._judge import judge
+from soak.certify._sources import (
     STORM_CLAUSES,
     boot_sources,
     conformance_sources,
-    judge,
     model_sources,
     storm_sources,
 )
@@ -443,7 +442,7 @@ def fake_suites(monkeypatch):
     monkeypatch.setattr("soak.conformance.run_conformance", conformance)
     monkeypatch.setattr("soak.model.check_model", model)
     monkeypatch.setattr("soak.storm.boot.boot_storm", lambda target, **kw: fakes["boot"])
-    monkeypatch.setattr(certify_mod, "_run_storm", storm)
+    monkeypatch.setattr("soak.certify._suites.storm", storm)
     return fakes
 
 

@@ -451,7 +451,10 @@ def test_a_call_past_the_bound_breaks_call_returns_naming_the_call_and_its_durat
         machine.teardown()
     outcome = model.check_model(_memory_factory(SlowMetaStore), call_bound_s=0.25,
                                 settings=Settings(FAST, max_examples=20))
-    assert outcome.clause == "call-returns" and any("put_meta(" in line for line in outcome.program)
+    assert outcome.clause == "call-returns" and "put_meta(RunMeta(run_id='r1'" in outcome.error  # the slow call
+    # the rule itself, or a rule that makes that call (`state.outlive_the_ttl(how='put_meta')`): which one the
+    # shrinker ends at depends on the draws, which Hypothesis derives from the machine's source under `ci`
+    assert any("put_meta(" in line or "how='put_meta'" in line for line in outcome.program), outcome.program
     assert outcome.steps <= 3, outcome.program
 
 

@@ -1,5 +1,5 @@
-"""The certificate for people: `render_html` (one self-contained page) and `render_table` (the clause x
-suite table the CLI prints)."""
+"""The certificate for people: `render_html` (one self-contained page), `render_table` (the clause x
+suite table) and `render_summary` (what `soak certify` prints)."""
 
 from __future__ import annotations
 
@@ -7,9 +7,10 @@ import html
 import json
 from typing import Any
 
-from soak.certify._judge import SUITES
+from soak.certify._plan import FAIL, SUITES
+from soak.certify._sources import one_line
 
-__all__ = ["render_html", "render_table"]
+__all__ = ["render_html", "render_summary", "render_table"]
 
 _HEADLINE = {"pass": "PASS: no violations observed", "fail": "FAIL", "inconclusive": "INCONCLUSIVE: not a pass"}
 
@@ -162,3 +163,29 @@ is what the store chose; not-exercised: no suite exercised it (why below); -: th
 <table>{env_rows}</table>
 </body></html>
 """
+
+
+def render_summary(cert: dict[str, Any]) -> str:
+    """What `soak certify` prints: the result, the store's choices, the clause x suite table, why any
+    clause did not pass, and the busy answers each suite retried."""
+    lines = [f"certify: {cert['result'].upper()} ({cert['store']}, profile {cert['profile']}, {cert['mode']} run): "
+             f"{cert['statement']}"]
+    lines.append(f"injectable clock: {cert['injectable_clock']['detail']}")
+    for name, ch in cert["choices"].items():
+        seen = ", ".join(f"{s['source']} {s['choice']}" for s in ch["sources"]) or "no suite observed it"
+        lines.append(f"choice {name}: {ch['choice']} ({seen})")
+    lines.append("which suite exercised which clause:")
+    lines += ["  " + row for row in render_table(cert).splitlines()]
+    for clause in cert["violated"]:
+        bad = [s for s in cert["clauses"][clause]["sources"] if s["result"] in (FAIL, "error")]
+        for s in bad[:2]:
+            lines.append(f"  FAIL {clause}: {s['source']} {s['result']}: {one_line(s['detail'], 300)}")
+    for clause in cert["not_exercised"]:
+        lines.append(f"  NOT EXERCISED {clause} (required): {one_line(cert['clauses'][clause].get('reason', ''), 300)}")
+    for clause in cert.get("optional_not_exercised", []):
+        lines.append(f"  not exercised {clause} (not required): "
+                     f"{one_line(cert['clauses'][clause].get('reason', ''), 300)}")
+    busy = [f"{name} {comp['busy']}" for name, comp in cert["components"].items() if comp.get("busy")]
+    busy.append(f"certify's own probe {cert['injectable_clock']['busy']}")
+    lines.append("busy: " + "; ".join(busy))
+    return "\n".join(lines)

@@ -274,11 +274,12 @@ def test_real_time_mode_judges_a_double_grant_at_once():
 
 @pytest.mark.slow  # shrinking replays real sleeps: 5-30 s on a loaded 2-core machine
 def test_real_time_mode_catches_a_double_grant():
+    # the rules that show a store's choices (deletes, outliving the ttl) make a double grant rarer per program
     outcome = model.check_model(
-        open_acquire_while_live_no_clock, settings=Settings(FAST, max_examples=40, stateful_step_count=10)
+        open_acquire_while_live_no_clock, settings=Settings(FAST, max_examples=100, stateful_step_count=10)
     )
     assert not outcome.passed and outcome.clause == "lease-exclusive", outcome.error
-    assert outcome.steps <= 3, outcome.program
+    assert outcome.steps <= 4, outcome.program
 
 
 class LenientOracle(Oracle):

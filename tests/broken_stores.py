@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import time
 
-from soak.spi import JournalEntry, Lease, LeaseHeldError, RunMeta
+from soak.spi import JournalEntry, Lease, LeaseHeldError
 from soak.stores import mutants
 from soak.stores.sqlite import SqliteStore
 

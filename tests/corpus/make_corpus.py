@@ -12,9 +12,7 @@ and requires today's checker to give that verdict byte for byte.
 
 from __future__ import annotations
 
-import io
 import json
-import shutil
 import sys
 import tarfile
 import tempfile

@@ -6,7 +6,6 @@ a `[mix]` table; `RunsOptions()` holds the smoke preset's values (the workload's
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 

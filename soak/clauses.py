@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-__all__ = ["CALL_BOUND_FLOOR_S", "CALL_BOUND_TTLS", "CLAUSES", "CONTRACT_CHOICES", "LIVENESS_CLAUSES", "clause_title",
+__all__ = ["CALL_BOUND_FLOOR_S", "CALL_BOUND_TTLS", "CLAIM_CLAUSES", "CLAUSES", "CONTRACT_CHOICES", "LIVENESS_CLAUSES", "clause_title",
            "default_call_bound_s", "expired_choice"]
 
 #: clause id -> one-line statement of the promise.
@@ -30,6 +30,23 @@ CLAUSES: dict[str, str] = {
     "delete-semantics": "delete removes the run's journal and meta",
     "call-returns": "every store call returns or raises within a bound",
     "no-crash": "a store never kills, aborts or exits the process that calls it",
+}
+
+#: The task claim clauses (CONTRACT section 2); claim stores are held to these, `concurrent-boot` (the bootstrap
+#: migration) and the liveness clauses. clause id -> one-line statement.
+CLAIM_CLAUSES: dict[str, str] = {
+    "claim-epoch-once": "each epoch of a task is granted once, to one owner",
+    "claim-epoch-step": "a task's epoch rises by exactly one per owner change, never on renewal, and never resets",
+    "claim-atomic": "a claim's precondition check and its write commit as one transaction across processes",
+    "conflict-holder": "a refused call raises CheckoutConflictError naming a holder that held the claim then",
+    "claim-live-accepted": "claims, heartbeats, progress writes and releases of the current owner are accepted",
+    "heartbeat-fenced": "a heartbeat or release from a superseded owner or epoch is refused and changes nothing",
+    "progress-fenced": "a progress write is accepted only from the current owner and epoch",
+    "claim-lease-protected": "a task stays owned while its owner is within its lease, unless the owner releases it",
+    "progress-preserved": "step progress survives release and recovery",
+    "recovery-audited": "every recovery writes exactly one task:auto-recover-node-unreachable audit event",
+    "rows-reconciled": "task rows agree with their central rows once reconciled",
+    "handoff-policy": "no task is recovered or dispatched where the handoff policy forbids it",
 }
 
 #: The liveness clauses: judged from how calls end (or never end), not from what they return.
@@ -69,4 +86,4 @@ def default_call_bound_s(lease_ttl_ms: int) -> float:
 
 
 def clause_title(clause: str) -> str:
-    return CLAUSES.get(clause, clause)
+    return CLAUSES.get(clause) or CLAIM_CLAUSES.get(clause, clause)

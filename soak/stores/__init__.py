@@ -29,6 +29,13 @@ _REQUIRED = (
     "get_meta", "list_runs", "delete", "transcripts", "close",
 )
 _REQUIRED_BLOBS = ("fenced_writes", "put", "get", "list", "delete")
+_CLAIM_REQUIRED = ("lease_ttl_ms", "claim", "heartbeat", "release", "get", "record_progress", "recover", "task",
+                   "tasks", "claims", "audit", "reconcile", "close")
+#: kind -> (the members a store object must have, its blob store's, the protocol that names them)
+_KINDS = {"runs": (_REQUIRED, _REQUIRED_BLOBS, "soak.spi.FencedRunStore"),
+          "claims": (_CLAIM_REQUIRED, (), "soak.claims.ClaimStore")}
+#: kind -> the entry-point group installed packages register named stores under
+ENTRY_POINT_GROUPS = {"runs": "soak.stores", "claims": "soak.claim_stores"}
 
 
 @dataclass(frozen=True)
@@ -40,6 +47,8 @@ class StoreTarget:
     options: dict[str, Any] = field(default_factory=dict)
     single_process: bool = False
     description: str = ""
+    #: which contract the store implements: `runs` (soak.spi, section 1) or `claims` (soak.claims, section 2)
+    kind: str = "runs"
 
     def open(self, location: str, lease_ttl_ms: int, *, timeout_s: float | None = 60.0, **extra: Any) -> FencedRunStore:
         """Call the factory once; any failure becomes a one-line `StoreBootError`."""
@@ -53,13 +62,14 @@ class StoreTarget:
             raise StoreBootError(
                 f"store {name} failed to boot: {type(exc).__name__}: {_one_line(exc)}; fix the store or its options"
             ) from exc
-        missing = [m for m in _REQUIRED if not hasattr(store, m)]
+        required, required_blobs, protocol = _KINDS[self.kind]
+        missing = [m for m in required if not hasattr(store, m)]
         if not missing:
-            missing = [f"transcripts.{m}" for m in _REQUIRED_BLOBS if not hasattr(store.transcripts, m)]
+            missing = [f"transcripts.{m}" for m in required_blobs if not hasattr(store.transcripts, m)]
         if missing:
             raise StoreBootError(
                 f"store {name} returned {type(store).__name__}, which lacks {', '.join(missing)}; "
-                "a factory must return a store with the members of soak.spi.FencedRunStore"
+                f"a factory must return a store with the members of {protocol}"
             )
         return store
 
@@ -199,7 +209,7 @@ def _split_options(spec: str) -> tuple[str, dict[str, str]]:
     return head, dict(pairs)
 
 
-def _callable_target(spec: str, module_name: str, attr: str, options: dict[str, str]) -> StoreTarget:
+def _callable_target(spec: str, module_name: str, attr: str, options: dict[str, str], kind: str) -> StoreTarget:
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:
@@ -219,11 +229,11 @@ def _callable_target(spec: str, module_name: str, attr: str, options: dict[str, 
         obj = getattr(obj, part)
     if not callable(obj):
         raise StoreSpecError(f"{module_name}:{attr} is a {type(obj).__name__}, not a callable store factory")
-    return StoreTarget(spec, obj, options, description=f"{module_name}:{attr}")
+    return StoreTarget(spec, obj, options, description=f"{module_name}:{attr}", kind=kind)
 
 
-def _entry_point_target(name: str, options: dict[str, str]) -> StoreTarget | None:
-    for ep in entry_points(group="soak.stores"):
+def _entry_point_target(name: str, options: dict[str, str], kind: str) -> StoreTarget | None:
+    for ep in entry_points(group=ENTRY_POINT_GROUPS[kind]):
         if ep.name == name:
             try:
                 factory = ep.load()
@@ -231,34 +241,45 @@ def _entry_point_target(name: str, options: dict[str, str]) -> StoreTarget | Non
                 raise StoreSpecError(
                     f"store entry point {name!r} ({ep.value}) failed to load: {type(exc).__name__}: {_one_line(exc)}"
                 ) from exc
-            return StoreTarget(name, factory, options, description=f"entry point {ep.value}")
+            return StoreTarget(name, factory, options, description=f"entry point {ep.value}", kind=kind)
     return None
 
 
-def resolve(spec: str | Callable[..., FencedRunStore]) -> StoreTarget:
-    """Resolve a store spec string (or a factory callable) to a `StoreTarget`."""
+def resolve(spec: str | Callable[..., Any], kind: str = "runs") -> StoreTarget:
+    """Resolve a store spec string (or a factory callable) to a `StoreTarget` of `kind` (`runs` or `claims`)."""
+    if kind not in _KINDS:
+        raise StoreSpecError(f"unknown store kind {kind!r}; use one of {', '.join(sorted(_KINDS))}")
     if callable(spec):
         name = getattr(spec, "__qualname__", type(spec).__name__)
-        return StoreTarget(f"{getattr(spec, '__module__', '?')}:{name}", spec, {}, description="factory object")
+        return StoreTarget(f"{getattr(spec, '__module__', '?')}:{name}", spec, {}, description="factory object",
+                           kind=kind)
     if not isinstance(spec, str) or not spec.strip():
         raise StoreSpecError("store spec is empty; use e.g. sqlite:, memory: or package.module:callable")
     spec = spec.strip()
     head, options = _split_options(spec)
     scheme, colon, rest = head.partition(":")
-    if colon and scheme in SCHEMES:
-        return SCHEMES[scheme](rest, options)
+    schemes = SCHEMES if kind == "runs" else _claim_schemes()
+    if colon and scheme in schemes:
+        return schemes[scheme](rest, options)
     match = _CALLABLE_SPEC.match(head)
     if match:
-        return _callable_target(spec, match.group(1), match.group(2), options)
+        return _callable_target(spec, match.group(1), match.group(2), options, kind)
+    what = "store" if kind == "runs" else "claim store"
     if not colon:
-        target = _entry_point_target(head, options)
+        target = _entry_point_target(head, options, kind)
         if target is not None:
             return target
         raise StoreSpecError(
-            f"no store named {head!r} (no such entry point in group soak.stores); "
-            f"use one of {', '.join(s + ':' for s in sorted(SCHEMES))} or package.module:callable"
+            f"no {what} named {head!r} (no such entry point in group {ENTRY_POINT_GROUPS[kind]}); "
+            f"use one of {', '.join(s + ':' for s in sorted(schemes))} or package.module:callable"
         )
     raise StoreSpecError(
-        f"unknown store scheme {scheme + ':'!r} in {spec!r}; use one of "
-        f"{', '.join(s + ':' for s in sorted(SCHEMES))} or package.module:callable"
+        f"unknown {what} scheme {scheme + ':'!r} in {spec!r}; use one of "
+        f"{', '.join(s + ':' for s in sorted(schemes))} or package.module:callable"
     )
+
+
+def _claim_schemes() -> dict[str, Callable[[str, dict[str, str]], StoreTarget]]:
+    from soak.claims._spec import CLAIM_SCHEMES
+
+    return CLAIM_SCHEMES

@@ -238,7 +238,7 @@ class HistoryWriter:
             self._fd = -1
 
 
-def _decode(obj: dict[str, Any]) -> Record:
+def _decode(obj: dict[str, Any], make_lease: Callable[..., Any] | None = None) -> Record:
     lease = obj.get("lease")
     return Record(
         type=obj["t"],
@@ -247,7 +247,7 @@ def _decode(obj: dict[str, Any]) -> Record:
         index=int(obj.get("i", -1)),
         f=obj.get("f", ""),
         run=obj.get("run", ""),
-        lease=Lease(lease[0], lease[1], int(lease[2])) if lease else None,
+        lease=(make_lease or _run_lease)(*lease) if lease else None,
         intent=obj.get("intent", ""),
         value=obj.get("v") or {},
         error=obj.get("err"),
@@ -277,7 +277,8 @@ def read_records(path: str | os.PathLike[str]) -> Iterator[Record]:
                 raise HistoryCorruptError(f"{path}:{lineno}: unreadable history record ({exc})") from exc
 
 
-def operations(paths: Iterable[str | os.PathLike[str]]) -> Iterator[Operation | Record]:
+def operations(paths: Iterable[str | os.PathLike[str]],
+               make_lease: Callable[..., Any] | None = None) -> Iterator[Operation | Record]:
     """Every operation and event of a run's history files, file by file.
 
     Invokes are paired with their completions per process (a worker makes one call at a time);
@@ -286,7 +287,7 @@ def operations(paths: Iterable[str | os.PathLike[str]]) -> Iterator[Operation | 
     or a second pending invoke raises `HistoryCorruptError` naming the file and line.
     """
     for p in sorted(Path(x) for x in paths):
-        for item in operation_tuples(p):
+        for item in operation_tuples(p, make_lease):
             yield _operation(*item) if type(item) is tuple else item
 
 
@@ -430,7 +431,7 @@ def operation_tuples(path: str | os.PathLike[str],
     except (ValueError, KeyError, TypeError, IndexError) as exc:  # an unhashable process, an unreadable lease
         raise HistoryCorruptError(f"{path}:{_line(done, objs, obj)}: unreadable history record ({exc})") from exc
     for inv in pending.values():
-        yield _incomplete_tuple(_decode({"t": "invoke", **msgspec.structs.asdict(inv)}))
+        yield _incomplete_tuple(_decode({"t": "invoke", **msgspec.structs.asdict(inv)}, make))
 
 
 def first_invoke_ns(path: str | os.PathLike[str]) -> int | None:

@@ -112,7 +112,8 @@ class SimpleFacts(BaseFacts):
 
 
 def simple_plan(checkers: tuple[tuple[str, Any], ...], load_state: Callable[[Path], Any],
-                undecidable: Callable[[Any], list[str]] = lambda facts: []) -> Any:
+                undecidable: Callable[[Any], list[str]] = lambda facts: [],
+                make_lease: Callable[..., Any] | None = None) -> Any:
     """A `CheckPlan` for a small workload: every operation is kept (`SimpleFacts.ops`) and the checkers read them
     at the end, in one process. Enough for a storm of thousands of operations, not for a nightly one."""
     from soak.check.judge import CheckPlan
@@ -134,4 +135,4 @@ def simple_plan(checkers: tuple[tuple[str, Any], ...], load_state: Callable[[Pat
         return fold_generic(facts, items, until, facts.ops.append)
 
     return CheckPlan(new_facts=new_facts, fold=fold, finish=lambda facts: facts, checkers=tuple(checkers),
-                     load_state=load_state, undecidable=undecidable)
+                     load_state=load_state, undecidable=undecidable, make_lease=make_lease)

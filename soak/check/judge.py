@@ -68,6 +68,8 @@ class CheckPlan:
     new_part: Callable[[Any], Any] | None = None
     merge: Callable[[Any, Any], None] | None = None
     settle: Callable[[Any, float], None] | None = None
+    #: the workload's lease decoder for the history reader (`soak.history.operation_tuples`; None: a run lease)
+    make_lease: Callable[..., Any] | None = None
     ship: Callable[[Any], Any] = lambda part: part
     unordered: type[Exception] = _Never
     overlap: type[Exception] = _Never

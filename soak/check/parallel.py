@@ -48,11 +48,12 @@ SLICE_OPS = 1 << 15
 _NEVER = float("inf")
 
 
-def history_tuples(paths: Sequence[Path]) -> Iterator[tuple[Any, ...] | Record]:
-    """The operation tuples and events of `paths` in order; a corrupt file is named in the error."""
+def history_tuples(paths: Sequence[Path], make_lease: Any = None) -> Iterator[tuple[Any, ...] | Record]:
+    """The operation tuples and events of `paths` in order (leases decoded by `make_lease`, default a run lease);
+    a corrupt file is named in the error."""
     for path in paths:
         with _naming(path):
-            yield from operation_tuples(path)
+            yield from operation_tuples(path, make_lease)
 
 
 def fold_files(facts: Any, paths: Sequence[Path], plan: CheckPlan) -> None:
@@ -60,7 +61,7 @@ def fold_files(facts: Any, paths: Sequence[Path], plan: CheckPlan) -> None:
     cheaper)."""
     for path in paths:
         with _naming(path):
-            plan.fold(facts, operation_tuples(path))
+            plan.fold(facts, operation_tuples(path, plan.make_lease))
 
 
 def stream_files(facts: Any, paths: Sequence[Path], plan: CheckPlan, slice_ops: int = SLICE_OPS) -> None:
@@ -103,7 +104,7 @@ class _Files:
         self.waiting = sorted((f for f in firsts if f[0] is not None), reverse=True)
         # [position, path, its operations, the first one not folded or _FRESH]; a file whose first invocation is
         # not known at a glance is read from the first slice
-        self.open: list[list[Any]] = [[k, p, operation_tuples(p), _FRESH] for start, k, p in firsts if start is None]
+        self.open: list[list[Any]] = [[k, p, operation_tuples(p, plan.make_lease), _FRESH] for start, k, p in firsts if start is None]
 
     @property
     def done(self) -> bool:
@@ -121,7 +122,7 @@ class _Files:
         if self.waiting and self.waiting[-1][0] < until:
             while self.waiting and self.waiting[-1][0] < until:
                 _, k, path = self.waiting.pop()
-                self.open.append([k, path, operation_tuples(path), _FRESH])
+                self.open.append([k, path, operation_tuples(path, self.plan.make_lease), _FRESH])
             self.open.sort(key=_position)  # folded in file order, as the whole history is
         for f in self.open:
             with _naming(f[1]):

@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from soak.clauses import CLAUSES
+from soak.clauses import CLAIM_CLAUSES, CLAUSES
 
 __all__ = ["Evidence", "RESULTS", "Verdict", "Violation", "merge_results"]
 
@@ -85,8 +85,8 @@ class Violation:
     evidence: tuple[Evidence, ...] = ()
 
     def __post_init__(self) -> None:
-        if self.clause not in CLAUSES:
-            raise ValueError(f"unknown clause id {self.clause!r}; use one of soak.clauses.CLAUSES")
+        if self.clause not in CLAUSES and self.clause not in CLAIM_CLAUSES:
+            raise ValueError(f"unknown clause id {self.clause!r}; use one of soak.clauses.CLAUSES or CLAIM_CLAUSES")
 
     def to_json(self) -> dict[str, Any]:
         return {"clause": self.clause, "statement": self.statement, "evidence": [e.to_json() for e in self.evidence]}

@@ -1,36 +1,32 @@
-"""The node health monitor: nodes heartbeat into a registry; a node whose heartbeats stop is marked offline.
+"""The node health monitor: nodes heartbeat into a registry; a node whose heartbeats stop reads offline.
 
-The registry is the harness's, not the claim store's (the store under test holds claims only): a SQLite file
-that every node process of one storm opens (`NodeRegistry(path)`), or an in-process one (`NodeRegistry(None)`).
-`NodeHealthMonitor.sweep()` turns silent nodes `offline` and writes each transition, so a storm's history shows
-when a node went offline and came back. Time comes from an injected clock (seconds).
+The registry is the harness's, not the claim store's (the store under test holds claims only): a directory with
+one small file per node that every node process of one storm shares (`NodeRegistry(path)`), or an in-process one
+(`NodeRegistry(None)`). A node writes only its own file (atomically replaced), so a node stopped in the middle of
+a heartbeat blocks nobody else's. Health is derived when read: `online` while the last beat is within
+`offline_after_s`, `offline` once it is older, `error` where an operator marked it so, `unknown` for a node never
+seen. `NodeHealthMonitor.sweep()` reports the transitions one observer saw since its last sweep (a storm records
+them). Time comes from an injected clock (seconds).
 """
 
 from __future__ import annotations
 
-import sqlite3
+import json
+import os
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 from soak.claims._policy import NodeHealth
 
 __all__ = ["HealthChange", "NodeHealthMonitor", "NodeRegistry"]
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS nodes (
-    node_id TEXT PRIMARY KEY,
-    last_beat REAL NOT NULL,
-    health TEXT NOT NULL,
-    changed_at REAL NOT NULL
-)
-"""
-
 
 @dataclass(frozen=True, slots=True)
 class HealthChange:
-    """One health transition the monitor recorded."""
+    """One health transition an observer saw."""
 
     node_id: str
     old: NodeHealth
@@ -39,42 +35,41 @@ class HealthChange:
 
 
 class NodeRegistry:
-    """Where node heartbeats and health live: a SQLite file shared by processes, or memory (path None)."""
+    """Where node heartbeats and marks live: one file per node in a directory shared by processes, or memory."""
 
-    def __init__(self, path: str | None) -> None:
+    def __init__(self, path: str | os.PathLike[str] | None) -> None:
         self._lock = threading.Lock()
-        self._rows: dict[str, tuple[float, str, float]] = {}
-        self._db: sqlite3.Connection | None = None
-        if path is not None:
-            self._db = sqlite3.connect(path, timeout=30.0, isolation_level=None, check_same_thread=False)
-            self._db.execute("PRAGMA busy_timeout = 30000")
-            for _ in range(50):
-                try:
-                    self._db.execute("PRAGMA journal_mode = WAL")
-                    self._db.execute(_SCHEMA)
-                    break
-                except sqlite3.OperationalError:
-                    time.sleep(0.02)
+        self._rows: dict[str, tuple[float, str]] = {}
+        self._dir = Path(path) if path is not None else None
+        if self._dir is not None:
+            self._dir.mkdir(parents=True, exist_ok=True)
 
-    def put(self, node_id: str, last_beat: float, health: str, changed_at: float) -> None:
-        if self._db is None:
+    def put(self, node_id: str, last_beat: float, health: str) -> None:
+        if self._dir is None:
             with self._lock:
-                self._rows[node_id] = (last_beat, health, changed_at)
+                self._rows[node_id] = (last_beat, health)
             return
-        self._db.execute("INSERT INTO nodes VALUES (?, ?, ?, ?) ON CONFLICT(node_id) DO UPDATE SET "
-                         "last_beat = excluded.last_beat, health = excluded.health, changed_at = excluded.changed_at",
-                         (node_id, last_beat, health, changed_at))
+        path = self._dir / f"{node_id}.json"
+        tmp = self._dir / f".{node_id}.{os.getpid()}.{threading.get_ident()}.tmp"
+        tmp.write_text(json.dumps({"last_beat": last_beat, "health": health}))
+        os.replace(tmp, path)
 
-    def rows(self) -> dict[str, tuple[float, str, float]]:
-        if self._db is None:
+    def rows(self) -> dict[str, tuple[float, str]]:
+        """node -> (last beat, stored health)."""
+        if self._dir is None:
             with self._lock:
                 return dict(self._rows)
-        return {r[0]: (r[1], r[2], r[3]) for r in self._db.execute("SELECT * FROM nodes")}
+        out = {}
+        for path in self._dir.glob("*.json"):
+            try:
+                data = json.loads(path.read_text())
+            except (OSError, ValueError):
+                continue  # replaced while read: the next read sees it
+            out[path.stem] = (float(data["last_beat"]), str(data["health"]))
+        return out
 
     def close(self) -> None:
-        if self._db is not None:
-            self._db.close()
-            self._db = None
+        pass
 
 
 class NodeHealthMonitor:
@@ -83,43 +78,39 @@ class NodeHealthMonitor:
 
     def __init__(self, registry: NodeRegistry, offline_after_s: float, clock: Callable[[], float] = time.time) -> None:
         self.registry, self.offline_after_s, self.clock = registry, offline_after_s, clock
+        self._seen: dict[str, NodeHealth] = {}
 
-    def beat(self, node_id: str) -> HealthChange | None:
-        """A heartbeat from `node_id`: it is online again (the change, where it was not)."""
-        now = self.clock()
-        old = self._stored(node_id)
-        self.registry.put(node_id, now, NodeHealth.ONLINE.value, now if old is not NodeHealth.ONLINE else
-                          self.registry.rows()[node_id][2])
-        return None if old is NodeHealth.ONLINE else HealthChange(node_id, old, NodeHealth.ONLINE, now)
+    def beat(self, node_id: str) -> None:
+        """A heartbeat from `node_id`: it is online (an `error` mark is cleared by the node's own beat)."""
+        self.registry.put(node_id, self.clock(), NodeHealth.ONLINE.value)
 
     def mark(self, node_id: str, health: NodeHealth | str) -> None:
-        """Set a node's health directly (an operator, or a test toggling health)."""
-        now = self.clock()
+        """Set a node's stored health directly (an operator, or a test toggling health)."""
         row = self.registry.rows().get(node_id)
-        self.registry.put(node_id, row[0] if row else now, NodeHealth(health).value, now)
+        self.registry.put(node_id, row[0] if row else self.clock(), NodeHealth(health).value)
 
-    def _stored(self, node_id: str) -> NodeHealth:
-        row = self.registry.rows().get(node_id)
-        return NodeHealth(row[1]) if row else NodeHealth.UNKNOWN
-
-    def health(self, node_id: str) -> NodeHealth:
-        """The node's health now (a silent node reads `offline` even before a sweep records it)."""
-        row = self.registry.rows().get(node_id)
+    def _health(self, row: tuple[float, str] | None, now: float) -> NodeHealth:
         if row is None:
             return NodeHealth.UNKNOWN
         stored = NodeHealth(row[1])
-        if stored is NodeHealth.ONLINE and self.clock() - row[0] > self.offline_after_s:
+        if stored is NodeHealth.ONLINE and now - row[0] > self.offline_after_s:
             return NodeHealth.OFFLINE
         return stored
 
+    def health(self, node_id: str) -> NodeHealth:
+        """The node's health now."""
+        return self._health(self.registry.rows().get(node_id), self.clock())
+
     def snapshot(self) -> dict[str, NodeHealth]:
-        return {node: self.health(node) for node in self.registry.rows()}
+        now = self.clock()
+        return {node: self._health(row, now) for node, row in self.registry.rows().items()}
 
     def sweep(self) -> list[HealthChange]:
-        """Mark every online node silent for longer than `offline_after_s` offline; the changes made."""
+        """Every node whose health changed since this observer's last sweep (a silent node turns offline)."""
         now, out = self.clock(), []
-        for node, (last, stored, _) in self.registry.rows().items():
-            if stored == NodeHealth.ONLINE.value and now - last > self.offline_after_s:
-                self.registry.put(node, last, NodeHealth.OFFLINE.value, now)
-                out.append(HealthChange(node, NodeHealth.ONLINE, NodeHealth.OFFLINE, now))
+        for node, health in self.snapshot().items():
+            old = self._seen.get(node, NodeHealth.UNKNOWN)
+            if health is not old:
+                out.append(HealthChange(node, old, health, now))
+                self._seen[node] = health
         return out

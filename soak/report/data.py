@@ -117,7 +117,10 @@ def load_run_data(run_dir: str | os.PathLike[str]) -> RunData:
     verdict = json.loads(verdict_path.read_text()) if verdict_path.is_file() else None
     ops: list[Operation] = []
     events: list[Record] = []
-    for item in operations(history_paths(run_dir)):
+    from soak.workloads import get_workload
+
+    make_lease = getattr(get_workload(info.workload), "make_lease", None)
+    for item in operations(history_paths(run_dir), make_lease):
         (events if isinstance(item, Record) else ops).append(item)
     stamps = [op.invoke_ns for op in ops] + [e.time for e in events]
     ends = [op.complete_ns for op in ops if op.complete_ns is not None] + [e.time for e in events]

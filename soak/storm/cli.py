@@ -18,8 +18,12 @@ EXIT_PASS, EXIT_FAIL, EXIT_USAGE, EXIT_INCONCLUSIVE = 0, 1, 2, 3
 
 def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--store", metavar="SPEC", help="store spec (default: the scenario's, sqlite:)")
-    parser.add_argument("--scenario", metavar="NAME|PATH", default="smoke",
-                        help="preset name (smoke, certify, nightly) or a TOML file (default: smoke)")
+    parser.add_argument("--scenario", metavar="NAME|PATH", default=None,
+                        help="preset name (smoke, certify, nightly, claims) or a TOML file (default: the "
+                             "workload's preset: smoke for runs, claims for claims)")
+    parser.add_argument("--workload", metavar="NAME",
+                        help="what the storm does: runs (fenced run stores, the default) or claims (task claim "
+                             "stores); names the preset when --scenario is not given")
     parser.add_argument("--workers", type=int, metavar="N", help="worker processes")
     parser.add_argument("--ttl-ms", type=int, metavar="N", help="lease ttl in milliseconds")
     parser.add_argument("--seed", type=int, metavar="N", help="storm seed (0: random)")
@@ -72,8 +76,17 @@ def run_cli(args: argparse.Namespace) -> int:
     from soak.stores import resolve
     from soak.storm.orchestrator import default_run_dir, ensure_shared, run_storm
 
-    scenario = load_scenario(args.scenario, _overrides(args))
-    target = resolve(scenario.store)
+    from soak.errors import ScenarioError
+    from soak.workloads import get_workload, store_kind
+
+    name = args.scenario
+    if name is None:
+        name = get_workload(args.workload).root_preset or "smoke" if args.workload else "smoke"
+    scenario = load_scenario(name, _overrides(args))
+    if args.workload and get_workload(args.workload).name != get_workload(scenario.workload).name:
+        raise ScenarioError(f"scenario {name} is a {scenario.workload} storm, not {args.workload}; drop --workload "
+                            f"or pass a {args.workload} scenario")
+    target = resolve(scenario.store, kind=store_kind(get_workload(scenario.workload)))
     ensure_shared(target)
     progress = not args.quiet and sys.stderr.isatty()
     run_dir = Path(args.out) if args.out else default_run_dir(scenario.name)

@@ -559,8 +559,10 @@ def run_storm(
     from soak import __version__
     from soak.stores import resolve
 
+    from soak.workloads import store_kind
+
     if target is None or isinstance(target, str):
-        target = resolve(target or scenario.store)
+        target = resolve(target or scenario.store, kind=store_kind(get_workload(scenario.workload)))
     ensure_shared(target)
     seed = scenario.seed or secrets.randbelow(2**31 - 1) + 1
     scenario = dataclasses.replace(scenario, seed=seed, store=redact(target.spec))

@@ -228,6 +228,7 @@ def worker_main(spec: WorkerSpec, state: Any, stop: Any, go: Any) -> None:
         publish_tenure=publish_tenure,
         wanted=wanted,
         can_strike=timer.available,
+        workdir=str(Path(spec.history_dir).parent),
         **workload.context_hooks(),
     )
     try:

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from soak.scenario import Scenario
 
 __all__ = ["MODES", "Outcome", "QuorumCounter", "StoreEndedProcess", "Strike", "WORKLOADS", "WorkerContext",
-           "Workload", "count_event", "get_workload", "register_workload"]
+           "Workload", "count_event", "get_workload", "register_workload", "store_kind"]
 
 
 class QuorumCounter(Protocol):
@@ -54,6 +54,8 @@ class Workload(Protocol):
     """What one kind of storm does to a store, and how its history is read and checked."""
 
     name: str
+    #: the contract its store implements (`runs`: soak.spi; `claims`: soak.claims); optional, default `runs`
+    store_kind: str
     #: the preset a scenario file of this workload builds on when it names no `base`
     root_preset: str
     #: every surface its workers record besides `open` (the shared call state names them by position)
@@ -131,8 +133,19 @@ def _runs_workload() -> Workload:
     return RunsWorkload()
 
 
+def _claims_workload() -> Workload:
+    from soak.workloads.claims import ClaimsWorkload
+
+    return ClaimsWorkload()
+
+
 #: workload name -> constructor
-WORKLOADS: dict[str, Callable[[], Workload]] = {"runs": _runs_workload}
+WORKLOADS: dict[str, Callable[[], Workload]] = {"runs": _runs_workload, "claims": _claims_workload}
+
+
+def store_kind(workload: Any) -> str:
+    """The contract a workload's store implements (`soak.stores.resolve`'s kind): `runs` unless it says."""
+    return getattr(workload, "store_kind", "runs")
 _MADE: dict[str, Workload] = {}
 
 

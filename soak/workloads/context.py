@@ -88,6 +88,9 @@ class WorkerContext:
     encode_lease: Callable[[Any], Any] = encode_lease
     refusal_value: Callable[[BaseException], dict[str, Any]] = _no_value
     counters: dict[Any, int] = field(default_factory=dict)
+    #: a directory the harness owns for this storm (the run directory), shared by every worker: a workload keeps
+    #: its own shared records there (the claims workload's node health registry)
+    workdir: str = ""
     _strike: bool = False
     _durations: dict[str, deque[int]] = field(default_factory=dict)
 

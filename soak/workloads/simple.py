@@ -103,7 +103,7 @@ class SimpleWorkload:
     def check_plan(self) -> Any:
         from soak.check.base import simple_plan
 
-        return simple_plan(self.checkers, self.load_final_state)
+        return simple_plan(self.checkers, self.load_final_state, make_lease=self.make_lease)
 
     def recount(self, facts: Any) -> dict[str, int]:
         out: dict[str, int] = {}

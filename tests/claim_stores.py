@@ -79,3 +79,96 @@ class LockedFileClaims:
 
 def open_locked(location: str, *, lease_ttl_ms: int) -> LockedFileClaims:
     return LockedFileClaims(location, lease_ttl_ms=lease_ttl_ms)
+
+
+# -- broken variants: one changed rule each, for the checker's own tests -----------------------------------------
+
+from dataclasses import replace as _replace  # noqa: E402
+
+from soak.claims._types import CheckoutConflictError  # noqa: E402
+
+
+class _EpochReset(ClaimsOracle):
+    def release(self, p, t, c, e):
+        super().release(p, t, c, e)
+        self.claims[(p, t)] = _replace(self.claims[(p, t)], lease_epoch=0)
+
+
+class _RenewBumps(ClaimsOracle):
+    def claim(self, p, t, c, now):
+        cur = self.claims.get((p, t))
+        new = super().claim(p, t, c, now)
+        if cur is not None and cur.owner is not None and c.same_owner(cur.owner):
+            new = self.claims[(p, t)] = _replace(new, lease_epoch=new.lease_epoch + 1)
+        return new
+
+
+class _NoHolder(ClaimsOracle):
+    def _conflict(self, key, why):
+        return CheckoutConflictError(why, None, project_id=key[0], task_id=key[1])
+
+
+class _StaleHeartbeat(ClaimsOracle):
+    def heartbeat(self, p, t, c, e, now):
+        cur = self.claims.get((p, t))
+        if cur is not None and cur.owner is not None:
+            return cur  # accepted from anyone
+        return super().heartbeat(p, t, c, e, now)
+
+
+class _UnfencedProgress(ClaimsOracle):
+    def record_progress(self, p, t, c, e, step):
+        self.tasks[(p, t)] = _replace(self._row((p, t)), step=step)
+
+
+class _LosesProgress(ClaimsOracle):
+    def recover(self, *args):
+        row = super().recover(*args)
+        row = self.tasks[(args[0], args[1])] = _replace(row, step=0)
+        return row
+
+
+class _NoAudit(ClaimsOracle):
+    def recover(self, *args):
+        row = super().recover(*args)
+        self.events[args[0]].pop()
+        return row
+
+
+class _RecoverInLease(ClaimsOracle):
+    def recover(self, p, t, e, by, reason, now):
+        return super().recover(p, t, e, by, reason, now + 3600)
+
+
+BROKEN = {"epoch-reset": (_EpochReset, "claim-epoch-step"), "renew-bumps": (_RenewBumps, "claim-epoch-step"),
+          "no-holder": (_NoHolder, "conflict-holder"), "stale-heartbeat": (_StaleHeartbeat, "heartbeat-fenced"),
+          "unfenced-progress": (_UnfencedProgress, "progress-fenced"),
+          "loses-progress": (_LosesProgress, "progress-preserved"), "no-audit": (_NoAudit, "recovery-audited"),
+          "recover-in-lease": (_RecoverInLease, "claim-lease-protected")}
+
+
+class BrokenLockedFileClaims(LockedFileClaims):
+    def __init__(self, location: str, *, lease_ttl_ms: int, bug: str) -> None:
+        super().__init__(location, lease_ttl_ms=lease_ttl_ms)
+        self._cls = BROKEN[bug][0]
+
+    def _do(self, name, *args, timed=False):
+        fcntl.flock(self._lock, fcntl.LOCK_EX)
+        try:
+            try:
+                with open(self._path, "rb") as fh:
+                    oracle = pickle.load(fh)
+            except FileNotFoundError:
+                oracle = self._cls(self.lease_ttl_ms / 1000.0)
+            result = getattr(oracle, name)(*args, time.time()) if timed else getattr(oracle, name)(*args)
+            tmp = f"{self._path}.{os.getpid()}"
+            with open(tmp, "wb") as fh:
+                pickle.dump(oracle, fh)
+            os.replace(tmp, self._path)
+            return result
+        finally:
+            fcntl.flock(self._lock, fcntl.LOCK_UN)
+
+
+def open_broken(location: str, *, lease_ttl_ms: int, bug: str) -> BrokenLockedFileClaims:
+    return BrokenLockedFileClaims(location, lease_ttl_ms=lease_ttl_ms, bug=bug)

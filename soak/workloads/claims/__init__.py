@@ -38,8 +38,8 @@ def counts_of(f: str, intent: str, outcome: str, error: str | None, args: dict[s
             return [("renewals", 1)]
         if f == "record_progress":
             return [("progress", 1)]
-        if f == "recover":
-            return [("recoveries", 1)]
+        if f == "recover":  # a probe accepted: the store recovered a claim within its lease (the checker judges)
+            return [("probes", 1)] if intent == "probe" else [("recoveries", 1)]
         if f == "release":
             return [("releases", 1)]
         if f == "reconcile" and result.get("repaired"):
@@ -52,6 +52,8 @@ def counts_of(f: str, intent: str, outcome: str, error: str | None, args: dict[s
             return [("aborts", 1)]
         if f == "record_progress":
             return [("aborts", 1), ("stale_progress", 1)]
+        if f == "recover" and intent == "probe":
+            return [("probes", 1), ("probes_refused", 1)]
     return []
 
 

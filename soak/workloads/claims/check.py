@@ -86,7 +86,8 @@ class _Tenures:
         owners = self.seen.get((key, epoch))
         return min((_done(op) for ops in owners.values() for op in ops), default=_NEVER) if owners else _NEVER
 
-    def ended_before(self, key: str, epoch: int, t: float, *, certain: bool) -> tuple | None:
+    def ended_before(self, key: str, epoch: int, t: float, *, certain: bool, besides: tuple | None = None
+                     ) -> tuple | None:
         """A call that ended tenure `epoch` of `key` before `t`: with `certain`, an accepted release or recovery
         that completed before `t`, or a later epoch seen held before `t`; else any release or recovery (accepted
         or unknown) invoked before `t`, or a later epoch's claim invoked before `t`."""
@@ -100,11 +101,11 @@ class _Tenures:
                 continue
             for ops in owners.values():
                 for op in ops:
-                    if (_done(op) if certain else op[_INV]) < t:
+                    if op is not besides and (_done(op) if certain else op[_INV]) < t:
                         return op
         if not certain:
             for op in self.unknown_claims.get(key, ()):
-                if op[_INV] < t:
+                if op is not besides and op[_INV] < t:
                     return op
         return None
 
@@ -166,7 +167,7 @@ def check_epoch_step(facts: Any) -> list[Violation]:
             renew = op[_ARGS].get("renew")
             epoch = op[_RES]["claim"]["epoch"]
             if op[_INTENT] == "renew" and renew is not None and epoch != renew \
-                    and t.ended_before(key, renew, _done(op), certain=False) is None:
+                    and t.ended_before(key, renew, _done(op), certain=False, besides=op) is None:
                 out.append(Violation("claim-epoch-step", f"{key}: renewal {_tag(op)} by the owner of epoch {renew} "
                                                          f"returned epoch {epoch}: a renewal must keep the epoch",
                                      t.ev(op)))
@@ -196,7 +197,7 @@ def check_lease_protected(facts: Any) -> list[Violation]:
         grant = min((op for ops in nxt.values() for op in ops if op[_F] == "claim"), key=_done, default=None)
         if grant is None:
             continue
-        if t.ended_before(key, epoch, _done(grant), certain=False) is None:
+        if t.ended_before(key, epoch, _done(grant), certain=False, besides=grant) is None:
             prev = min((op for ops in owners.values() for op in ops), key=_done)
             out.append(Violation("claim-lease-protected", f"{key}: claim {_tag(grant)} took epoch {epoch + 1} while "
                                                           f"epoch {epoch} ({_tag(prev)}) was never released or "
@@ -384,7 +385,7 @@ def check_handoff(facts: Any) -> list[Violation]:
     out = []
     for op in t.ops:
         a = op[_ARGS] or {}
-        if op[_F] == "recover" and op[_OUT] == "ok":
+        if op[_F] == "recover" and op[_OUT] == "ok" and op[_INTENT] != "probe":  # a probe tests the store's fence
             if a.get("policy") == "block" or a.get("owner_health") not in ("offline", "error"):
                 out.append(Violation("handoff-policy", f"{op[_KEY]}: recovery {_tag(op)} under policy "
                                                        f"{a.get('policy')} of an owner reported "

@@ -25,12 +25,14 @@ QUORUM_KEYS: tuple[str, ...] = (
     "recoveries",     # recoveries of an unreachable owner's task accepted
     "aborts",         # a returning owner's heartbeat or progress write refused: it aborted before writing on
     "stale_progress", # progress writes of a superseded owner refused
+    "probes",         # recoveries asked of a claim within its lease (whatever the store answered)
+    "probes_refused", # ... and refused
     "splits_repaired",  # task rows a reconcile repaired (a split write found and fixed)
     "releases",       # releases accepted
 )
 
 DEFAULT_QUORUM = {"claims_won": 40, "conflicts": 40, "recoveries": 5, "aborts": 5, "splits_repaired": 1,
-                  "progress": 100, "pauses": 5, "kills": 3}
+                  "progress": 100, "probes": 10, "pauses": 5, "kills": 3}
 
 
 @dataclass(frozen=True)
@@ -47,6 +49,9 @@ class ClaimsOptions:
     contend_prob: float = 0.5
     #: a node silent this long reads offline (0: 0.8 x ttl, below the nemesis's pause of 1.6 x ttl)
     offline_after_ms: int = 0
+    #: the chance a node that finds a claim held within its lease asks the store to recover it anyway (a probe:
+    #: the store, which judges expiry, must refuse it)
+    probe_prob: float = 0.2
     #: the chance a working agent's next call is struck (stopped inside it and held past the lease)
     strike_prob: float = 0.05
 
@@ -73,6 +78,7 @@ SCHEMA: dict[str, tuple[Any, str]] = {
     "contend_prob": number_key(0, 1),
     "offline_after_ms": int_key(0),
     "strike_prob": number_key(0, 1),
+    "probe_prob": number_key(0, 1),
 }
 TABLES: dict[str, tuple[tuple[str, ...], Any, str]] = {}
 

@@ -76,6 +76,8 @@ class _Node:
     # -- the loop -------------------------------------------------------------------------
 
     def loop(self) -> None:
+        self.beat()
+        self.resume_own()
         while not self.ctx.should_stop():
             self.beat()
             wanted = self.ctx.wanted()
@@ -89,9 +91,27 @@ class _Node:
             else:
                 self.work(agent)
 
-    def beat(self) -> None:
+    def resume_own(self) -> None:
+        """A restarted node takes back what its previous incarnation held: each claim owned by one of its agents
+        is claimed again (a renewal: same owner, same epoch) and worked on from its recorded progress."""
+        for key in self.keys:
+            if self.ctx.should_stop():
+                return
+            project, task = key.split("/")
+            out = self.ctx.retrying("get", key, None, "resume", {}, lambda: self.store.get(project, task),
+                                    ok_value=_claim_value)
+            owner = out.result.owner if out.ok and out.result is not None else None
+            if owner is None or owner.node_id != self.node:
+                continue
+            agent = next((a for a in self.agents if a.agent_id == owner.agent_id and a.key is None), None)
+            if agent is not None:
+                agent.key, agent.epoch = key, out.result.lease_epoch
+                if self.reclaim(agent, resume=True):
+                    self.read_step(agent)
+
+    def beat(self, force: bool = False) -> None:
         now = time.monotonic()
-        if now - self.last_beat >= self.ttl / 5:
+        if force or now - self.last_beat >= self.ttl / 5:
             self.monitor.beat(self.node)
             self.last_beat = now
         if now - self.last_sweep >= self.ttl / 3:
@@ -149,8 +169,13 @@ class _Node:
             return
         claim = out.result
         agent.key, agent.epoch, agent.renewed = key, claim.lease_epoch, started
+        self.read_step(agent)
+
+    def read_step(self, agent: _Agent) -> None:
+        """Read the task's recorded progress: the owner goes on from there (or lets the task go)."""
         self.publish(agent)
-        read = self.ctx.retrying("task", key, self.lease(agent), "claimed", {},
+        project, task = agent.key.split("/")
+        read = self.ctx.retrying("task", agent.key, self.lease(agent), "claimed", {},
                                  lambda: self.store.task(project, task), ok_value=lambda row: {"task": task_json(row)})
         if not read.ok:
             self.release(agent)
@@ -163,18 +188,21 @@ class _Node:
         expired = time.time() - held.renewed_at > self.ttl
         health = self.monitor.health(held.owner.node_id)
         decision = decide_handoff(self.policy, health, expired)
-        if not decision.recovers:
+        probe = not decision.recovers and not expired and self.rng.random() < self.opt.probe_prob
+        if not decision.recovers and not probe:
             return
         project, task = key.split("/")
         me = self.claimant(agent)
         lease = [key, held.owner.node_id, held.owner.agent_id, held.lease_epoch]
         value = {"by": self.node, "policy": self.policy.value, "owner_health": health.value,
-                 "decision": decision.action, "renewed_at": held.renewed_at}
-        out = self.ctx.retrying("recover", key, lease, "recover", value,
+                 "decision": "probe" if probe else decision.action, "renewed_at": held.renewed_at}
+        # a probe asks the store to recover a claim its owner renewed within the lease: the store must refuse it
+        out = self.ctx.retrying("recover", key, lease, "probe" if probe else "recover", value,
                                 lambda: self.store.recover(project, task, held.lease_epoch, me, decision.reason),
                                 ok_value=lambda row: {"task": task_json(row)})
-        if not out.ok:
+        if not out.ok or probe:
             return
+        self.beat(force=True)  # this node is alive: it is acting
         health_now = {n: h.value for n, h in self.monitor.snapshot().items()}
         if decision.dispatch_to == "local":
             to = self.node
@@ -194,7 +222,9 @@ class _Node:
         roll = self.rng.random()
         if agent.steps_left <= 0:
             self.release(agent)
-        elif since > self.ttl / 3 or roll < 0.15:
+        elif (since > self.ttl / 3 and roll < 0.5) or roll < 0.1:
+            # past a third of the lease the agent heartbeats, or half the time writes first (a progress write
+            # racing the heartbeat timer: after a pause it is a stale owner's write, which the store must refuse)
             self.heartbeat(agent)
         elif roll < 0.2:
             self.reclaim(agent)
@@ -220,21 +250,28 @@ class _Node:
         else:
             self._abort(agent, out)
 
-    def reclaim(self, agent: _Agent) -> None:
-        """Claim one's own task again: a renewal (same epoch)."""
+    def reclaim(self, agent: _Agent, resume: bool = False) -> bool:
+        """Claim one's own task again: a renewal (same epoch). `resume`: a restarted node taking back its previous
+        incarnation's claim."""
         project, task = agent.key.split("/")
         me = self.claimant(agent)
         started = time.monotonic()
         value = {"node": me.node_id, "agent": me.agent_id, "run": me.run_id, "look": True, "dispatch": None,
-                 "renew": agent.epoch}
+                 "renew": agent.epoch, "resume": resume}
         out = self.ctx.retrying("claim", agent.key, self.lease(agent), "renew", value,
                                 lambda: self.store.claim(project, task, me), ok_value=_claim_value)
         if out.ok:
             agent.renewed = started
-            if out.result.lease_epoch != agent.epoch:  # the checker names it; follow the store's word
+            if out.result.lease_epoch != agent.epoch:
+                # a new tenure (the task was released or recovered meanwhile and this claim took it afresh; the
+                # checker names a renewal that changed the epoch): go on from the progress recorded since
                 agent.epoch = out.result.lease_epoch
-        else:
-            self._abort(agent, out)
+                if not resume:
+                    self.read_step(agent)
+            return True
+        if not self._abort(agent, out):
+            agent.key = None if resume else agent.key
+        return False
 
     def progress(self, agent: _Agent) -> None:
         project, task = agent.key.split("/")

@@ -1,0 +1,62 @@
+"""Claims storms: the correct stores pass, and each broken claim store fails naming its clause, with node pauses,
+recoveries, returning-owner aborts and probes in the history."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from soak.check import check_run
+from soak.scenario import Scenario, load_scenario
+from soak.stores import resolve
+from soak.storm import run_storm
+from tests.claim_stores import BROKEN
+
+QUICK = {"claims_won": 20, "conflicts": 10, "progress": 40, "recoveries": 3, "aborts": 3, "probes": 5, "pauses": 3,
+         "kills": 1}
+
+
+def storm(tmp_path: Path, spec: str, *, seed: int = 7, quorum=None, **changes):
+    sc = load_scenario("claims").replace(seed=seed, quorum=quorum or QUICK, time_bound_s=40.0, **changes)
+    run_dir = tmp_path / "run"
+    info = run_storm(sc, resolve(spec, kind="claims"), run_dir, progress=False)
+    return info, check_run(run_dir), run_dir
+
+
+def events(run_dir: Path) -> Counter:
+    n = Counter()
+    for path in (run_dir / "history").glob("*.jsonl"):
+        for line in path.read_text().splitlines():
+            rec = json.loads(line)
+            if rec.get("t") == "event":
+                n[rec["kind"]] += 1
+    return n
+
+
+def test_the_claims_preset_is_the_workload_default():
+    sc = load_scenario("claims")
+    assert sc.workload == "claims" and sc.options == Scenario(workload="claims").options
+    assert sc.quorum == Scenario(workload="claims").quorum
+
+
+def test_a_correct_claim_store_passes_and_the_storm_shows_the_nemesis_at_work(tmp_path: Path):
+    info, verdict, run_dir = storm(tmp_path, "tests.claim_stores:open_locked")
+    assert info.status == "quorum", info.quorum_reached
+    assert verdict.result == "pass", (verdict.reasons, [v.statement for v in verdict.violations[:3]])
+    q = info.quorum_reached
+    assert q["recoveries"] >= 3 and q["aborts"] >= 3 and q["conflicts"] >= 10 and q["probes"] >= 5
+    seen = events(run_dir)
+    assert seen["pause"] >= 3 and seen["kill"] >= 1 and seen["health"] >= 1, seen
+    state = json.loads((run_dir / "final_state.json").read_text())
+    assert set(state) == {"p0", "p1"} and all(s["audit"] is not None for s in state.values())
+
+
+@pytest.mark.parametrize("bug", sorted(BROKEN))
+def test_a_broken_claim_store_fails_naming_its_clause(tmp_path: Path, bug: str):
+    info, verdict, _ = storm(tmp_path, f"tests.claim_stores:open_broken?bug={bug}")
+    clause = BROKEN[bug][1]
+    assert verdict.result == "fail", (info.status, verdict.reasons)
+    assert clause in verdict.clauses, (clause, Counter(v.clause for v in verdict.violations))

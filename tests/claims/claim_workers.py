@@ -1,0 +1,55 @@
+"""Process targets for the claim store tests (importable by spawned children)."""
+
+from __future__ import annotations
+
+import os
+import signal
+
+from soak.claims import CheckoutConflictError, Claimant
+from soak.claims._sqlite import SqliteClaimStore, open_sqlite_claims
+from soak.retry import retry_busy
+
+
+def racer(location: str, index: int, barrier, conn) -> None:
+    """Open one store; each round, wait at the barrier and claim the round's task; report the outcome."""
+    store = retry_busy(lambda: open_sqlite_claims(location, lease_ttl_ms=5000), "open")
+    conn.send("ready")
+    while True:
+        msg = conn.recv()
+        if msg is None:
+            break
+        project, task = msg
+        me = Claimant(f"node-{index}", f"agent-{index}", f"run-{task}")
+        barrier.wait(30)
+        try:
+            claim = retry_busy(lambda: store.claim(project, task, me), "claim")
+            conn.send(("won", index, claim.lease_epoch))
+        except CheckoutConflictError as exc:
+            h = exc.current_holder
+            conn.send(("lost", index, None if h is None else (h.owner.node_id, h.owner.agent_id, h.lease_epoch)))
+    store.close()
+
+
+def booter(location: str, index: int, barrier, conn) -> None:
+    """Open the store at the barrier (a fresh or existing location), claim one task, report what it saw."""
+    barrier.wait(60)
+    try:
+        store = open_sqlite_claims(location, lease_ttl_ms=5000)
+        seen = len(retry_busy(lambda: store.claims("boot"), "claims"))
+        retry_busy(lambda: store.claim("boot", f"task-{os.getpid()}-{index}", Claimant(f"n{index}", "a")), "claim")
+        store.close()
+        conn.send(("ok", seen))
+    except Exception as exc:  # noqa: BLE001 - reported to the test
+        conn.send(("error", f"{type(exc).__name__}: {exc}"))
+
+
+class KilledBetweenCommits(SqliteClaimStore):
+    """The reference store, its process killed right after a call's central commit (before the task-row write)."""
+
+    def _mirror(self, project_id: str, task_id: str) -> None:
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+def split_writer(location: str, op: str, args: tuple) -> None:
+    store = KilledBetweenCommits(location, 5000)
+    getattr(store, op)(*args)

@@ -53,3 +53,59 @@ class KilledBetweenCommits(SqliteClaimStore):
 def split_writer(location: str, op: str, args: tuple) -> None:
     store = KilledBetweenCommits(location, 5000)
     getattr(store, op)(*args)
+
+
+class HangingHeartbeat(SqliteClaimStore):
+    """A claim store whose heartbeat never returns (a lost lock wakeup)."""
+
+    def heartbeat(self, project_id, task_id, claimant, epoch):
+        import time
+
+        while True:
+            time.sleep(0.05)
+
+
+class ExitingRelease(SqliteClaimStore):
+    """A claim store that ends its caller's process inside release."""
+
+    def release(self, project_id, task_id, claimant, epoch):
+        os._exit(7)
+
+
+class BusyEveryOtherCall(SqliteClaimStore):
+    """A correct claim store that fails fast with StoreBusyError (nothing written) on every other call."""
+
+    def __getattribute__(self, name):
+        attr = object.__getattribute__(self, name)
+        if name in ("claim", "heartbeat", "release", "get", "record_progress", "recover", "task", "tasks", "claims",
+                    "audit", "reconcile"):
+            from soak.spi import StoreBusyError
+
+            def busy_or_call(*args):
+                n = object.__getattribute__(self, "__dict__").setdefault("_n", [0])
+                n[0] += 1
+                if n[0] % 2:
+                    raise StoreBusyError("busy (fails fast)")
+                return attr(*args)
+
+            return busy_or_call
+        return attr
+
+
+def open_hanging(location, *, lease_ttl_ms, clock=None):
+    return open_sqlite_claims(location, lease_ttl_ms=lease_ttl_ms, clock=clock, cls=HangingHeartbeat)
+
+
+def open_exiting(location, *, lease_ttl_ms, clock=None):
+    return open_sqlite_claims(location, lease_ttl_ms=lease_ttl_ms, clock=clock, cls=ExitingRelease)
+
+
+def open_busy(location, *, lease_ttl_ms, clock=None):
+    return open_sqlite_claims(location, lease_ttl_ms=lease_ttl_ms, clock=clock, cls=BusyEveryOtherCall)
+
+
+def open_no_clock(location, *, lease_ttl_ms):
+    """A correct store that does not declare an injectable clock: conformance runs it in real time."""
+    store = open_sqlite_claims(location, lease_ttl_ms=lease_ttl_ms)
+    store.injectable_clock = False
+    return store

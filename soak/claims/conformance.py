@@ -18,6 +18,10 @@ What the checks do:
 - the barrier race (seed section 2.8): N processes released at once by a barrier claim one fresh task, round
   after round: exactly one winner, every loser's conflict names the winner, the epoch rose once, the central
   row names the winner's `(node_id, agent_id)`;
+- the fence race: while one process, the owner, writes progress (and heartbeats) in a loop, a second one
+  recovers its claim (expired by the second process's clock, or after real time has let it expire) and takes
+  the task over; no write of the superseded owner may land after the takeover returned (a store that checks the
+  fence in one transaction and writes in the next fails it);
 - split writes: a process is killed (SIGKILL) at the k-th profile event (`sys.setprofile`, calls and returns,
   C-level ones included) inside `claim`, `release` or `recover`, k swept over the call's step count; then the
   suite re-claims some of the stale tasks (a claim must re-mirror its own row) and calls `reconcile`, after which
@@ -76,6 +80,8 @@ _MULTI = "multi-process"
 _POLL_S = 0.02
 _OPEN_TIMEOUT_S = 60.0
 _RECOVERER = Claimant("node-recoverer", "handoff-policy")
+#: how far a stored renewal time may be from the injected clock's reading (a store may keep milliseconds)
+_CLOCK_SLACK_S = 0.001
 #: the racers of a barrier round start this long after the round is sent (the barrier has let them all through)
 _RACE_LEAD_S = 0.01
 
@@ -422,14 +428,14 @@ def check_epochs(ctx: Ctx) -> None:
     r = accepted("claim-live-accepted", "A's renewal claim (same node and agent, another run)", s.claim, p, t, again)
     if r.lease_epoch != 1 or s.get(p, t).lease_epoch != 1:
         raise Failed("claim-epoch-step", f"a renewal by the same owner moved the epoch 1 -> {r.lease_epoch}")
-    if ctx.injected and r.renewed_at != ctx.now():
+    if ctx.injected and abs(r.renewed_at - ctx.now()) > _CLOCK_SLACK_S:
         raise Failed("claim-live-accepted", f"a renewal set renewed_at {r.renewed_at}, not the store clock's "
                                             f"{ctx.now()}")
     ctx.advance(ctx.ttl * 0.2)
     h = accepted("claim-live-accepted", "A's heartbeat at epoch 1", s.heartbeat, p, t, A, 1)
     if h.lease_epoch != 1 or s.get(p, t).lease_epoch != 1:
         raise Failed("claim-epoch-step", f"a heartbeat moved the epoch 1 -> {s.get(p, t).lease_epoch}")
-    if ctx.injected and s.get(p, t).renewed_at != ctx.now():
+    if ctx.injected and abs(s.get(p, t).renewed_at - ctx.now()) > _CLOCK_SLACK_S:
         raise Failed("claim-live-accepted", "a heartbeat did not set renewed_at to the store clock's now")
     accepted("claim-live-accepted", "A's release at epoch 1", s.release, p, t, A, 1)
     after = s.get(p, t)
@@ -495,8 +501,9 @@ def check_progress_fenced(ctx: Ctx) -> None:
     p, t = "proj-progress", "task-1"
     a = accepted("claim-live-accepted", "A's claim", s.claim, p, t, A)
     accepted("claim-live-accepted", "A's progress write", s.record_progress, p, t, A, a.lease_epoch, 1)
-    if (s.task(p, t) or _NoRow).step != 1:
-        raise Failed("claim-live-accepted", f"A's accepted progress write left the step at {s.task(p, t)}")
+    row = s.task(p, t)
+    if row is None or row.step != 1:
+        raise Failed("claim-live-accepted", f"A's accepted progress write left the task row {row}, not step 1")
     accepted("claim-live-accepted", "A's release", s.release, p, t, A, a.lease_epoch)
     b = accepted("claim-live-accepted", "B's claim", s.claim, p, t, B)
     other = Claimant(B.node_id, "agent-other")
@@ -518,10 +525,6 @@ def check_progress_fenced(ctx: Ctx) -> None:
     ctx.ok("progress-fenced", f"{len(tries) + 1} progress writes of superseded or wrong owners and epochs were "
                               "refused and left the step")
     ctx.ok("claim-live-accepted", "the current owner's progress writes were accepted and stored")
-
-
-class _NoRow:
-    step = None
 
 
 def check_lease_protected(ctx: Ctx) -> None:
@@ -638,6 +641,16 @@ def _die_with_parent() -> None:
         pass
 
 
+def _start_at(when: float) -> None:
+    """Wait until `when` (time.monotonic): asleep until the last millisecond, which is spun for precision (so that
+    waiting racers leave the CPU to the processes still on their way)."""
+    rest = when - time.monotonic() - 0.001
+    if rest > 0:
+        time.sleep(rest)
+    while time.monotonic() < when:
+        pass
+
+
 def _race_worker(target: StoreTarget, location: str, ttl_ms: int, index: int, barrier: Any, conn: Any) -> None:
     _die_with_parent()
     try:
@@ -659,8 +672,7 @@ def _race_worker(target: StoreTarget, location: str, ttl_ms: int, index: int, ba
         except Exception as exc:  # noqa: BLE001
             conn.send(("barrier", _one_line(exc)))
             continue
-        while time.monotonic() < go_at:  # a barrier wakes its waiters one by one: start together, on the clock
-            pass
+        _start_at(go_at)  # a barrier wakes its waiters one by one: start together, on the clock
         try:
             claim = retry_busy(lambda: store.claim(p, t, me), "claim")
             conn.send(("won", index, claim.owner, claim.lease_epoch))
@@ -776,6 +788,171 @@ def check_barrier_race(ctx: Ctx) -> None:
     finally:
         ctx.close_all()
         for conn in conns:
+            with contextlib.suppress(Exception):
+                conn.send(("stop",))
+        _stop(procs)
+
+
+def _fence_owner(target: StoreTarget, location: str, ttl_ms: int, clock_at: float | None, heartbeats: bool,
+                 barrier: Any, stolen: Any, conn: Any) -> None:
+    """The owner of the fence race: claims each round's task, then writes progress (and heartbeats) until refused."""
+    _die_with_parent()
+    kw = {"clock": FakeClock(clock_at)} if clock_at is not None else {}
+    try:
+        store = open_retrying(target, location, ttl_ms, **kw)
+    except BaseException as exc:  # noqa: BLE001
+        conn.send(("open-error", f"{type(exc).__name__}: {_one_line(exc)}"))
+        return
+    conn.send(("ready",))
+    while conn.poll(120):
+        msg = conn.recv()
+        if msg[0] == "stop":
+            break
+        _, p, t = msg
+        try:
+            epoch = retry_busy(lambda: store.claim(p, t, A), "claim").lease_epoch
+        except Exception as exc:  # noqa: BLE001
+            conn.send(("error", f"claim: {type(exc).__name__}: {_one_line(exc)}"))
+            continue
+        conn.send(("claimed", epoch))
+        try:
+            barrier.wait(30)
+        except Exception as exc:  # noqa: BLE001
+            conn.send(("barrier", _one_line(exc)))
+            continue
+        outcome: tuple = ("never-refused",)
+        try:
+            for i in range(1, 200_000):
+                after = stolen.is_set()
+                what = "heartbeat" if heartbeats and i % 2 == 0 else "progress write"
+                try:
+                    if what == "heartbeat":
+                        retry_busy(lambda: store.heartbeat(p, t, A, epoch), "heartbeat")
+                    else:
+                        retry_busy(lambda i=i: store.record_progress(p, t, A, epoch, i), "record_progress")
+                except CheckoutConflictError:
+                    outcome = ("refused", i)
+                    break
+                if after:
+                    outcome = ("late", what, i)
+                    break
+        except Exception as exc:  # noqa: BLE001 - indeterminate
+            outcome = ("error", f"{type(exc).__name__}: {_one_line(exc)}")
+        conn.send(outcome)
+    with contextlib.suppress(Exception):
+        store.close()
+
+
+def _fence_thief(target: StoreTarget, location: str, ttl_ms: int, clock_at: float | None, ttl: float,
+                 barrier: Any, stolen: Any, conn: Any) -> None:
+    """The successor of the fence race: recovers the owner's expired claim, claims the task, reads its step."""
+    _die_with_parent()
+    kw = {"clock": FakeClock(clock_at)} if clock_at is not None else {}
+    try:
+        store = open_retrying(target, location, ttl_ms, **kw)
+    except BaseException as exc:  # noqa: BLE001
+        conn.send(("open-error", f"{type(exc).__name__}: {_one_line(exc)}"))
+        return
+    conn.send(("ready",))
+    while conn.poll(120):
+        msg = conn.recv()
+        if msg[0] == "stop":
+            break
+        _, p, t, epoch, delay = msg
+        try:
+            barrier.wait(30)
+        except Exception as exc:  # noqa: BLE001
+            conn.send(("barrier", _one_line(exc)))
+            continue
+        if clock_at is None:
+            time.sleep(ttl * 1.6)  # real time: let the owner's claim expire while it writes progress
+        _start_at(time.monotonic() + delay)
+        try:
+            retry_busy(lambda: store.recover(p, t, epoch, _RECOVERER, "conformance: fence race"), "recover")
+            retry_busy(lambda: store.claim(p, t, B), "claim")
+            claim = retry_busy(lambda: store.get(p, t), "get")  # as the store reads it back (its own precision)
+            row = retry_busy(lambda: store.task(p, t), "task")
+            reply: tuple = ("stole", claim, None if row is None else row.step)
+        except CheckoutConflictError as exc:
+            reply = ("refused", _one_line(exc))
+        except Exception as exc:  # noqa: BLE001
+            reply = ("error", f"{type(exc).__name__}: {_one_line(exc)}")
+        stolen.set()  # before the reply: the runner clears it for the next round only once it has the reply
+        conn.send(reply)
+    with contextlib.suppress(Exception):
+        store.close()
+
+
+def check_fence_race(ctx: Ctx) -> None:
+    """The fence across processes: while the owner writes progress (and heartbeats), a second process recovers
+    its expired claim and takes the task over. No write of the superseded owner may land after the takeover."""
+    st = ctx.suite.settings
+    if st.single_reason:
+        raise NotApplicable(f"{st.single_reason}: the fence race needs processes")
+    rounds = max(1, st.rounds // 2) if ctx.injected else min(5, st.rounds)
+    location = ctx.location()
+    mp = _fork_ctx()
+    barrier, stolen = mp.Barrier(2), mp.Event()
+    t0 = FakeClock().now
+    owner_at, thief_at = (t0, t0 + 10 * ctx.ttl) if ctx.injected else (None, None)
+    (oa, ob), (ta, tb) = mp.Pipe(), mp.Pipe()
+    procs = [mp.Process(target=_fence_owner, args=(ctx.suite.target, location, ctx.ttl_ms, owner_at, ctx.injected,
+                                                    barrier, stolen, ob), daemon=True),
+             mp.Process(target=_fence_thief, args=(ctx.suite.target, location, ctx.ttl_ms, thief_at, ctx.ttl,
+                                                    barrier, stolen, tb), daemon=True)]
+    for proc in procs:
+        proc.start()
+    bound = st.call_bound_s + 30 + 2 * ctx.ttl
+    s = None
+    try:
+        for msg in _gather([oa, ta], procs, 60 + bound, "the fence race's store opens"):
+            if msg[0] != "ready":
+                raise Failed("concurrent-boot", f"a fence race process could not open the store: {msg[1]}")
+        s = ctx.open(location, clock=False)
+        p = "proj-fence-race"
+        late = 0
+        for rnd in range(rounds):
+            t = f"task-{rnd}"
+            stolen.clear()
+            oa.send(("round", p, t))
+            (claimed,) = _gather([oa], procs[:1], bound, f"fence race round {rnd}")
+            if claimed[0] != "claimed":
+                raise Undecided(f"fence race round {rnd}: the owner's claim ended {claimed}")
+            ta.send(("round", p, t, claimed[1], (rnd % 8) * 0.0002))
+            owner, thief = _gather([oa, ta], procs, bound, f"fence race round {rnd}")
+            if "barrier" in (owner[0], thief[0]):
+                raise Undecided(f"fence race round {rnd}: the barrier broke")
+            if thief[0] != "stole":
+                raise Undecided(f"fence race round {rnd}: the takeover ended {thief[0]} ({thief[1]})")
+            if owner[0] == "late":
+                clause = "heartbeat-fenced" if owner[1] == "heartbeat" else "progress-fenced"
+                raise Failed(clause, f"fence race round {rnd}: a {owner[1]} of the superseded owner was accepted "
+                                     f"after the successor's claim had returned (epoch {claimed[1]} -> "
+                                     f"{thief[1].lease_epoch})")
+            if owner[0] != "refused":
+                raise Undecided(f"fence race round {rnd}: the owner's writes ended {owner}")
+            claim, step_then = thief[1], thief[2]
+            final, row = s.get(p, t), s.task(p, t)
+            if final != claim:
+                raise Failed("heartbeat-fenced", f"fence race round {rnd}: the successor's claim {_desc(claim)} "
+                                                 f"renewed at {claim.renewed_at} became {_desc(final)} renewed at "
+                                                 f"{getattr(final, 'renewed_at', None)} with no call of the successor: "
+                                                 "a heartbeat of the superseded owner landed after the takeover")
+            if row is not None and step_then is not None and row.step != step_then:
+                raise Failed("progress-fenced", f"fence race round {rnd}: the task's step moved {step_then} -> "
+                                                f"{row.step} after the successor's claim had returned, with no write "
+                                                "of the successor: a superseded owner's progress write landed after "
+                                                "the takeover")
+            late += owner[1]
+        what = "progress writes and heartbeats" if ctx.injected else "progress writes"
+        ctx.ok("progress-fenced", f"{rounds} takeovers raced an owner's {what} ({late} calls): none landed after "
+                                  "the takeover")
+        if ctx.injected:
+            ctx.ok("heartbeat-fenced", f"{rounds} takeovers raced an owner's heartbeats: none landed after the "
+                                       "takeover")
+    finally:
+        ctx.close_all()
+        for conn in (oa, ta):
             with contextlib.suppress(Exception):
                 conn.send(("stop",))
         _stop(procs)
@@ -922,7 +1099,7 @@ def check_split_writes(ctx: Ctx) -> None:
                 kinds[kind][1] += 1
     s = ctx.open(location, clock=FakeClock(later) if ctx.injected else False)
     claims = {c.task_id: c for c in s.claims(p)}
-    stale = sorted(t for t, c in claims.items() if not (s.task(p, t) or _Fresh(p, t)).mirrors(c))
+    stale = sorted(t for t, c in claims.items() if not _agrees(s.task(p, t), c))
     events = [e for e in s.audit(p) if e.kind == RECOVER_EVENT]
     for t in recovered_tasks:
         n_ev = sum(e.task_id == t for e in events)
@@ -959,12 +1136,9 @@ def check_split_writes(ctx: Ctx) -> None:
                                "audit event, each held claim none")
 
 
-class _Fresh:
-    def __init__(self, p: str, t: str) -> None:
-        self.p, self.t = p, t
-
-    def mirrors(self, claim: Claim | None) -> bool:
-        return claim is None
+def _agrees(row: Any, claim: Claim | None) -> bool:
+    """A task row agrees with its central row (no row agrees only with no claim)."""
+    return claim is None if row is None else row.mirrors(claim)
 
 
 def _boot_worker(target: StoreTarget, location: str, ttl_ms: int, index: int, n: int, rnd: int, barrier: Any,
@@ -1048,11 +1222,12 @@ CHECKS: list[tuple[str, tuple[str, ...], Callable[[Ctx], None]]] = [
     ("lease-protected", ("claim-lease-protected",), check_lease_protected),
     ("recovery", ("recovery-audited", "progress-preserved"), check_recovery),
     ("barrier-race", ("claim-atomic", "claim-epoch-once", "conflict-holder"), check_barrier_race),
+    ("fence-race", ("progress-fenced", "heartbeat-fenced"), check_fence_race),
     ("split-writes", ("rows-reconciled", "recovery-audited"), check_split_writes),
     ("concurrent-boot", ("concurrent-boot",), check_concurrent_boot),
     ("handoff-policy", ("handoff-policy",), check_handoff),
 ]
-_MULTI_CHECKS = {"barrier-race", "split-writes", "concurrent-boot"}
+_MULTI_CHECKS = {"barrier-race", "fence-race", "split-writes", "concurrent-boot"}
 
 
 def list_checks() -> list[tuple[str, tuple[str, ...]]]:

@@ -109,3 +109,38 @@ def open_no_clock(location, *, lease_ttl_ms):
     store = open_sqlite_claims(location, lease_ttl_ms=lease_ttl_ms)
     store.injectable_clock = False
     return store
+
+
+class ProgressCheckThenWrite(SqliteClaimStore):
+    """A broken store: the progress fence is checked in one central transaction and the step written after it
+    ended, so a takeover can land between them."""
+
+    def record_progress(self, project_id, task_id, claimant, epoch, step):
+        project = self._project(project_id)
+        with self._tx(self._conn(), "record_progress") as conn:
+            cur = self._progress_check(conn, project_id, task_id, claimant, int(epoch))
+        self._write_step(project, cur, int(step))
+
+
+class HeartbeatCheckThenWrite(SqliteClaimStore):
+    """A broken store: a heartbeat checks owner and epoch in one transaction and renews in the next, unpinned."""
+
+    def heartbeat(self, project_id, task_id, claimant, epoch):
+        from soak.claims import Claim
+
+        with self._tx(self._conn(), "heartbeat (check)") as conn:
+            cur = self._held(conn, project_id, task_id, claimant, int(epoch), "heartbeat")
+        now = self._clock()
+        with self._tx(self._conn(), "heartbeat (write)") as conn:
+            conn.execute("UPDATE task_claims SET lease_renewed_at = ? WHERE project_id = ? AND task_id = ?",
+                         (now, project_id, task_id))
+        self._mirror(project_id, task_id)
+        return Claim(project_id, task_id, cur.owner, cur.lease_epoch, now)
+
+
+def open_progress_check_then_write(location, *, lease_ttl_ms, clock=None):
+    return open_sqlite_claims(location, lease_ttl_ms=lease_ttl_ms, clock=clock, cls=ProgressCheckThenWrite)
+
+
+def open_heartbeat_check_then_write(location, *, lease_ttl_ms, clock=None):
+    return open_sqlite_claims(location, lease_ttl_ms=lease_ttl_ms, clock=clock, cls=HeartbeatCheckThenWrite)

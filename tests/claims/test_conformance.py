@@ -79,6 +79,15 @@ def test_a_process_ending_call_is_no_crash():
     assert report.verdict == "fail"
 
 
+@pytest.mark.parametrize(("factory", "clause"), [("open_progress_check_then_write", "progress-fenced"),
+                                                 ("open_heartbeat_check_then_write", "heartbeat-fenced")])
+def test_a_fence_checked_apart_from_its_write_fails_the_fence_race(factory, clause):
+    """Broken stores outside the catalogue: the fence is checked in one transaction and the write lands in the
+    next, so a takeover in between lets the superseded owner's write through."""
+    report = run_claims_conformance(f"tests.claims.claim_workers:{factory}", checks=["fence-race"])
+    assert report.clause_status()[clause] == "fail", report.render()
+
+
 def test_checks_cover_every_claim_clause():
     covered = {c for _, clauses, _ in CHECKS for c in clauses}
     assert set(CLAIM_CLAUSES) <= covered

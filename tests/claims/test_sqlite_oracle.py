@@ -38,7 +38,7 @@ def _outcome(fn, *args):
         return ("conflict", exc.current_holder)
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(op, max_size=25))
 def test_sqlite_claim_store_equals_oracle(ops):
     clock = FakeClock()

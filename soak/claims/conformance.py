@@ -78,6 +78,8 @@ EXIT_CODES = {PASS: 0, FAIL: 1, INCONCLUSIVE: 3}
 CLAIM_CHECK_CLAUSES: tuple[str, ...] = (*CLAIM_CLAUSES, "concurrent-boot", "call-returns", "no-crash")
 _MULTI = "multi-process"
 _POLL_S = 0.02
+#: the checks' process is given up on after this long without a message while no store call is in flight
+_STUCK_S = 300.0
 _OPEN_TIMEOUT_S = 60.0
 _RECOVERER = Claimant("node-recoverer", "handoff-policy")
 #: how far a stored renewal time may be from the injected clock's reading (a store may keep milliseconds)
@@ -1341,7 +1343,12 @@ class _Collector:
         return False
 
 
-def _run_watched(target: StoreTarget, settings: Settings, report: ClaimsConformanceReport) -> list[str]:
+def _first_clause(check: str | None) -> str:
+    return next((clauses[0] for name, clauses, _ in CHECKS if name == check), "no-crash")
+
+
+def _run_watched(target: StoreTarget, settings: Settings,
+                 report: ClaimsConformanceReport) -> list[tuple[str, str]]:
     """Run the checks in spawned children under the watchdog; the liveness failures found."""
     import dill
     import multiprocess
@@ -1349,7 +1356,7 @@ def _run_watched(target: StoreTarget, settings: Settings, report: ClaimsConforma
     payload = dill.dumps(target, recurse=True)
     mp = multiprocess.get_context("spawn")
     col = _Collector(report)
-    liveness: list[str] = []
+    liveness: list[tuple[str, str]] = []
     remaining = list(settings.checks)
     while remaining:
         settings.checks = remaining
@@ -1363,6 +1370,8 @@ def _run_watched(target: StoreTarget, settings: Settings, report: ClaimsConforma
         send.close()
         finished = False
         hung: str | None = None
+        stuck = False
+        last = time.monotonic()
         try:
             while True:
                 if recv.poll(_POLL_S):
@@ -1371,6 +1380,7 @@ def _run_watched(target: StoreTarget, settings: Settings, report: ClaimsConforma
                     except EOFError:
                         msg = None
                     if msg is not None:
+                        last = time.monotonic()
                         if col.take(msg):
                             finished = True
                             break
@@ -1385,6 +1395,10 @@ def _run_watched(target: StoreTarget, settings: Settings, report: ClaimsConforma
                         break
                 if hung is not None:
                     break
+                if time.monotonic() - last > _STUCK_S + settings.call_bound_s and not board.in_flight():
+                    stuck = True  # the checks' process made no progress outside any store call: soak's problem
+                    proc.kill()
+                    break
         finally:
             proc.join(5)
             if proc.is_alive():
@@ -1395,7 +1409,7 @@ def _run_watched(target: StoreTarget, settings: Settings, report: ClaimsConforma
         if col.boot_error:
             raise StoreBootError(f"store {redact(target.spec)} failed to boot: {col.boot_error}")
         if col.harness_error:
-            report.results.append(CheckResult("call-returns", col.current or "runner", ERROR,
+            report.results.append(CheckResult(_first_clause(col.current), col.current or "runner", ERROR,
                                               f"soak's runner failed: {col.harness_error}"))
             return liveness
         if finished:
@@ -1410,12 +1424,13 @@ def _run_watched(target: StoreTarget, settings: Settings, report: ClaimsConforma
             liveness.append(("call-returns", f"{where}: {hung}"))
         else:
             flight = [f for f in board.in_flight()]
-            if flight:
+            if flight and not stuck:
                 liveness.append(("no-crash", f"{where}: {flight[0][2]} ended its process (exit {proc.exitcode})"))
             else:
-                report.results.append(CheckResult(col.current or "no-crash", where, ERROR,
-                                                  f"the checks' process died outside any store call (exit "
-                                                  f"{proc.exitcode})"))
+                why = (f"made no progress for {_STUCK_S:g} s outside any store call" if stuck else
+                       f"died outside any store call (exit {proc.exitcode})")
+                report.results.append(CheckResult(_first_clause(col.current), where, ERROR,
+                                                  f"the checks' process {why}: soak could not decide"))
         if col.current is not None:
             col.done.add(col.current)
         remaining = [c for c in remaining if c not in col.done]

@@ -139,11 +139,21 @@ def configure_parser(p: argparse.ArgumentParser) -> None:
     p.add_argument("--call-bound", type=float, default=None, metavar="S",
                    help="seconds a store call may take before it fails call-returns (default: 20 x ttl, at least 2)")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
+    p.add_argument("--workload", choices=("runs", "claims"), default="runs",
+                   help="which contract to check: runs (the fenced run store, default) or claims (the task claim "
+                        "store, soak.claims.conformance)")
 
 
 def run_cli(args: argparse.Namespace) -> int:
     """Exit 0 when every check passed (or was not exercised), 1 on any fail or error, 3 when nothing failed but
     something could not be decided."""
+    if getattr(args, "workload", "runs") == "claims":
+        from soak.claims.conformance import run_claims_cli
+
+        if args.clause:
+            raise HarnessError("--clause selects run store clauses; claims conformance runs every claim check "
+                               "(drop --clause, or use --workload runs)")
+        return run_claims_cli(args)
     report = run_conformance(args.store, lease_ttl_ms=args.ttl_ms, clauses=args.clause, call_bound_s=args.call_bound)
     if args.json:
         print(json.dumps(report.to_dict(), indent=2))

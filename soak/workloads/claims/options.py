@@ -51,7 +51,7 @@ class ClaimsOptions:
     offline_after_ms: int = 0
     #: the chance a node that finds a claim held within its lease asks the store to recover it anyway (a probe:
     #: the store, which judges expiry, must refuse it)
-    probe_prob: float = 0.2
+    probe_prob: float = 0.5
     #: the chance a working agent's next call is struck (stopped inside it and held past the lease)
     strike_prob: float = 0.05
 

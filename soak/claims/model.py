@@ -469,11 +469,32 @@ class ClaimsMachine(RuleBasedStateMachine):
         return p, t, cur
 
     @precondition(lambda self: any(c.owner is not None for c in self.oracle.claims.values()))
+    @rule(pick=st.integers(0, 3), c=_C)
+    def contend(self, pick: int, c: Claimant) -> None:
+        """A claim of a held task (by another claimant, or a renewal by its owner)."""
+        p, t, _ = self._held(pick)
+        self.claim(p, t, c)
+
+    @precondition(lambda self: any(c.owner is not None for c in self.oracle.claims.values()))
     @rule(pick=st.integers(0, 3), bump=st.integers(1, 3))
     def owner_progress(self, pick: int, bump: int) -> None:
         """A progress write by a held claim's owner at its epoch (read off the model)."""
         p, t, cur = self._held(pick)
         self.record_progress(p, t, cur.owner, 0, bump)
+
+    @precondition(lambda self: any(c.owner is not None for c in self.oracle.claims.values()))
+    @rule(pick=st.integers(0, 3), d=_D)
+    def owner_heartbeat(self, pick: int, d: int) -> None:
+        """A heartbeat by a held claim's owner, at its epoch or either side of it (read off the model)."""
+        p, t, cur = self._held(pick)
+        self.heartbeat(p, t, cur.owner, d)
+
+    @precondition(lambda self: any(c.owner is not None for c in self.oracle.claims.values()))
+    @rule(pick=st.integers(0, 3))
+    def owner_release(self, pick: int) -> None:
+        """A release by a held claim's owner at its epoch (read off the model)."""
+        p, t, cur = self._held(pick)
+        self.release(p, t, cur.owner, 0)
 
     @precondition(lambda self: any(c.owner is not None for c in self.oracle.claims.values()))
     @rule(pick=st.integers(0, 3), by=_C)
@@ -483,10 +504,13 @@ class ClaimsMachine(RuleBasedStateMachine):
         self.recover(p, t, 0, by)
 
     @precondition(lambda self: any(c.owner is not None for c in self.oracle.claims.values()))
-    @rule(pick=st.integers(0, 3), by=_C)
-    def outlive_then_recover(self, pick: int, by: Claimant) -> None:
-        """Let a held claim's lease run out, then recover it at its epoch (read off the model)."""
-        p, t, _ = self._held(pick)
+    @rule(pick=st.integers(0, 3), by=_C, work=st.booleans())
+    def outlive_then_recover(self, pick: int, by: Claimant, work: bool = False) -> None:
+        """Let a held claim's lease run out (its owner first writing progress, where `work`), then recover it at
+        its epoch (read off the model): the unreachable owner's task of CONTRACT section 2."""
+        p, t, cur = self._held(pick)
+        if work:
+            self.record_progress(p, t, cur.owner, 0, 1)
         self.let_time_pass(1.5)
         self.recover(p, t, 0, by)
 

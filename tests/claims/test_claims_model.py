@@ -59,7 +59,7 @@ def test_the_model_fails_a_broken_claim_store_naming_its_defect(store, clause, w
     assert outcome.verdict == "fail" and outcome.clause == clause, (outcome.clause, outcome.error)
     assert words in outcome.error, outcome.error
     assert outcome.program and outcome.program[-1] == "state.teardown()"
-    assert outcome.steps <= 6, outcome.program
+    assert outcome.steps <= 8, outcome.program
 
 
 def test_an_untyped_exception_is_an_indeterminate_failure_naming_the_call():

@@ -8,10 +8,12 @@ import pytest
 from hypothesis import settings as Settings
 
 from soak.claims import resolve_claims
-from soak.claims.model import CLAIMS_MODEL_NEVER_EXERCISES, ClaimViolation, claims_machine_for, run_claims_model
+from soak.claims.model import CLAIMANTS, CLAIMS_MODEL_NEVER_EXERCISES, ClaimViolation, claims_machine_for, run_claims_model
 from soak.cli import main
 from soak.errors import ScenarioError, StoreSpecError
+from soak.stores import resolve
 from soak.model import model_settings
+from soak.retry import BUSY_ATTEMPTS
 from tests.claims import broken_claim_stores as broken
 
 FAST = Settings(model_settings("ci"), max_examples=100, stateful_step_count=20)
@@ -93,15 +95,11 @@ def test_an_untyped_exception_is_an_indeterminate_failure_naming_the_call():
     assert "indeterminate: heartbeat(" in outcome.error and "RuntimeError: heartbeat exploded" in outcome.error
 
 
-def test_a_store_busy_on_every_attempt_is_inconclusive_never_a_pass(monkeypatch):
-    from soak import retry
-
-    monkeypatch.setattr(retry, "BUSY_ATTEMPTS", 3)
-    monkeypatch.setattr(retry.retry_busy, "__kwdefaults__", {**retry.retry_busy.__kwdefaults__, "attempts": 3})
+def test_a_store_busy_on_every_attempt_is_inconclusive_never_a_pass():
     outcome = run_claims_model(broken.factory(broken.AlwaysBusyClaim), settings=Settings(FAST, max_examples=5))
-    assert outcome.verdict == "inconclusive", outcome
-    assert "claim(" in outcome.reason and "StoreBusyError 3 times" in outcome.reason
-    assert outcome.busy_retries >= 3
+    assert outcome.verdict == "inconclusive" and not outcome.passed, outcome
+    assert "claim(" in outcome.reason and f"StoreBusyError {BUSY_ATTEMPTS} times in a row" in outcome.reason
+    assert outcome.busy_retries >= BUSY_ATTEMPTS
 
 
 def test_a_store_without_an_injectable_clock_runs_on_real_time():
@@ -120,18 +118,18 @@ def test_a_real_clock_machine_still_catches_a_recovery_within_the_lease():
     machine = claims_machine_for(broken.factory(broken.RecoverWithinLease), clock="real")()
     try:
         assert machine.clock is None and machine.lease_ttl_ms == 150
-        machine.claim("p1", "t1", machine_claimant(0))
+        machine.claim("p1", "t1", CLAIMANTS[0])
         with pytest.raises(ClaimViolation) as info:
-            machine.recover_held(0, machine_claimant(2))
+            machine.recover_held(0, CLAIMANTS[2])
         assert info.value.clause == "claim-lease-protected" and "within its lease" in str(info.value)
     finally:
         machine.teardown()
     machine = claims_machine_for("memory:", clock="real")()
     try:  # the correct store: refused within the lease, accepted once it ran out
-        machine.claim("p1", "t1", machine_claimant(0))
-        machine.recover_held(0, machine_claimant(2))
-        assert machine.oracle.get("p1", "t1").owner == machine_claimant(0)
-        machine.outlive_then_recover(0, machine_claimant(2))
+        machine.claim("p1", "t1", CLAIMANTS[0])
+        machine.recover_held(0, CLAIMANTS[2])
+        assert machine.oracle.get("p1", "t1").owner == CLAIMANTS[0]
+        machine.outlive_then_recover(0, CLAIMANTS[2])
         assert machine.oracle.get("p1", "t1").owner is None and len(machine.oracle.audit("p1")) == 1
         machine.state_matches_oracle()
     finally:
@@ -141,25 +139,19 @@ def test_a_real_clock_machine_still_catches_a_recovery_within_the_lease():
 def test_the_machine_judges_a_conflicts_holder_directly():
     machine = claims_machine_for(broken.factory(broken.NamelessConflict))()
     try:
-        machine.claim("p1", "t1", machine_claimant(0))
+        machine.claim("p1", "t1", CLAIMANTS[0])
         with pytest.raises(ClaimViolation) as info:
-            machine.claim("p1", "t1", machine_claimant(2))
-        assert info.value.clause == "conflict-holder" and "n1/a1" not in str(info.value).split("naming")[1][:10]
+            machine.claim("p1", "t1", CLAIMANTS[2])
+        assert info.value.clause == "conflict-holder" and "naming None" in str(info.value)
     finally:
         machine.teardown()
-
-
-def machine_claimant(i: int):
-    from soak.claims.model import CLAIMANTS
-
-    return CLAIMANTS[i]
 
 
 def test_bad_specs_are_one_line_errors(capsys):
     with pytest.raises(StoreSpecError):
         run_claims_model("nosuchscheme:x")
-    with pytest.raises(ScenarioError, match="claim store"):
-        claims_machine_for(__import__("soak.stores", fromlist=["resolve"]).resolve("memory:"))
+    with pytest.raises(ScenarioError, match="needs a claim store"):
+        claims_machine_for(resolve("memory:"))  # a run store target
     assert main(["model", "--workload", "claims", "--store", "memory:zz"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "memory: takes no location" in err
@@ -176,13 +168,11 @@ def test_cli_claims_workload_passes_and_fails(capsys):
     assert "[claim-epoch-step]" in out and "minimal failing program:" in out and "release(" in out
 
 
-def test_cli_claims_workload_busy_is_inconclusive(capsys, monkeypatch):
-    from soak import retry
-
-    monkeypatch.setattr(retry.retry_busy, "__kwdefaults__", {**retry.retry_busy.__kwdefaults__, "attempts": 3})
+def test_cli_claims_workload_busy_is_inconclusive(capsys):
     spec = "tests.claims.test_claims_model:open_always_busy"
     assert main(["model", "--workload", "claims", "--store", spec, "--examples", "3", "--profile", "ci"]) == 3
-    assert "INCONCLUSIVE" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert out.startswith("soak model: INCONCLUSIVE") and "StoreBusyError" in out
 
 
 open_epoch_reset = broken.factory(broken.ReleaseResetsEpoch)

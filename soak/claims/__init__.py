@@ -8,7 +8,10 @@
   whose node is unreachable, and where a task may be dispatched;
 - `NodeHealthMonitor`, `NodeRegistry`: node health from heartbeats;
 - `ClaimsOracle` (`soak.claims.oracle`): the contract as pure state transitions;
-- `resolve_claims(spec)`: `memory:`, `sqlite:` (the reference stores) or `package.module:callable`.
+- `resolve_claims(spec)`: `memory:`, `sqlite:` (the reference stores) or `package.module:callable`;
+- `soak.claims.model` (imported on its own: it needs Hypothesis): the Hypothesis claims model,
+  `run_claims_model(spec)`;
+- `soak.claims.transition`: the restart-bound single-project -> multi-project transition path, `NodeRuntime`.
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""`soak model`: the command line over `check_model`."""
+"""`soak model`: the command line over `check_model` (`--workload runs`, the default) and
+`soak.claims.model.run_claims_model` (`--workload claims`, a claim store spec)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,12 @@ __all__ = ["configure_parser", "run_cli"]
 
 
 def configure_parser(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--store", default="sqlite:", metavar="SPEC", help="store spec (default: sqlite:)")
+    p.add_argument("--workload", choices=("runs", "claims"), default="runs",
+                   help="runs: the fenced run store model (default); claims: the task claim store model")
+    p.add_argument("--store", default="sqlite:", metavar="SPEC",
+                   help="store spec, a claim store spec under --workload claims (default: sqlite:)")
+    p.add_argument("--seed", type=int, default=None, metavar="N",
+                   help="Hypothesis seed (--workload claims; default: the profile's)")
     p.add_argument("--examples", type=int, default=None, metavar="N", help="programs to run (default: the profile's)")
     p.add_argument("--profile", choices=sorted(PROFILES), default=None,
                    help="Hypothesis profile (default: ci under CI, else dev)")
@@ -38,6 +44,8 @@ def _facts(outcome: ModelOutcome) -> list[str]:
 
 def run_cli(args: argparse.Namespace) -> int:
     """`soak model`: 0 when the machine passes, 1 with the minimal failing program, 3 when inconclusive."""
+    if getattr(args, "workload", "runs") == "claims":
+        return _run_claims(args)
     target = resolve(args.store)
     chosen = model_settings(args.profile, max_examples=args.examples)
     started = time.monotonic()
@@ -46,6 +54,34 @@ def run_cli(args: argparse.Namespace) -> int:
     facts = "".join(f"\n  {line}" for line in _facts(outcome))
     if outcome.passed:
         print(f"soak model: pass: {chosen.max_examples} programs of up to {chosen.stateful_step_count} steps "
+              f"against {target.spec} in {took:.1f} s{facts}")
+        return 0
+    if outcome.inconclusive:
+        print(f"soak model: INCONCLUSIVE against {target.spec} ({took:.1f} s): {outcome.reason}{facts}")
+        sys.stdout.flush()
+        return 3
+    print(f"soak model: FAIL against {target.spec} ({took:.1f} s): {outcome.error}{facts}")
+    if outcome.program:
+        print("minimal failing program:")
+        for line in outcome.program:
+            print("    " + line)
+    sys.stdout.flush()
+    return 1
+
+
+def _run_claims(args: argparse.Namespace) -> int:
+    from soak.claims import resolve_claims
+    from soak.claims.model import run_claims_model
+
+    target = resolve_claims(args.store)
+    chosen = model_settings(args.profile, max_examples=args.examples)
+    started = time.monotonic()
+    outcome = run_claims_model(target, settings=chosen, clock=args.clock, seed=args.seed)
+    took = time.monotonic() - started
+    facts = (f"\n  clock: {outcome.clock_reason} (ttl {outcome.lease_ttl_ms} ms)"
+             f"\n  busy: {outcome.busy_retries} StoreBusyError answer(s) retried")
+    if outcome.passed:
+        print(f"soak model: pass: {chosen.max_examples} claim programs of up to {chosen.stateful_step_count} steps "
               f"against {target.spec} in {took:.1f} s{facts}")
         return 0
     if outcome.inconclusive:

@@ -112,7 +112,7 @@ def render_html(data: RunData, images: dict[str, bytes]) -> str:
 <h2>Violations</h2>
 {_violations_html(verdict) or "<p>None.</p>"}
 <h2>Timeline</h2>
-{_img(images["timeline"], "timeline of tenures per worker" if data.timeline is None else "timeline of tenures")}
+{_img(images["timeline"], "timeline of tenures per worker" if data.timeline is None else "timeline of tenures")}\
 {_sections_html(data.timeline.sections) if data.timeline is not None else ""}
 <h2>Activity</h2>
 {_img(images["activity"], "activity rate per surface")}

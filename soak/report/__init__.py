@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from soak.clauses import clause_title
-from soak.report.data import RunData, load_run_data
+from soak.report.data import RunData, Section, load_run_data
 from soak.report.junit import junit_xml
 
 __all__ = ["build_report", "configure_parser", "run_cli"]
@@ -66,6 +66,17 @@ def _violations_html(verdict: dict[str, Any]) -> str:
     return "".join(parts)
 
 
+def _sections_html(sections: tuple[Section, ...]) -> str:
+    parts = []
+    for sec in sections:
+        note = f"<p>{_esc(sec.note)}</p>" if sec.note else ""
+        rows = list(sec.rows[:500])
+        more = f"<p>… and {len(sec.rows) - 500} more</p>" if len(sec.rows) > 500 else ""
+        body = _table(rows, list(sec.columns)) if rows else "<p>None.</p>"
+        parts.append(f"<h3>{_esc(sec.title)}</h3>{note}{body}{more}")
+    return "".join(parts)
+
+
 def render_html(data: RunData, images: dict[str, bytes]) -> str:
     from soak.report.plots import latency_table  # matplotlib: imported only when a report is built
 
@@ -101,7 +112,8 @@ def render_html(data: RunData, images: dict[str, bytes]) -> str:
 <h2>Violations</h2>
 {_violations_html(verdict) or "<p>None.</p>"}
 <h2>Timeline</h2>
-{_img(images["timeline"], "timeline of tenures per worker")}
+{_img(images["timeline"], "timeline of tenures per worker" if data.timeline is None else "timeline of tenures")}\
+{_sections_html(data.timeline.sections) if data.timeline is not None else ""}
 <h2>Activity</h2>
 {_img(images["activity"], "activity rate per surface")}
 {_table(surface_rows, ["surface", "ok", "refused", "unknown"])}

@@ -12,19 +12,75 @@ from typing import Any
 from soak.history import Operation, Record, operations
 from soak.rundir import VERDICT_FILE, RunInfo, history_paths, load_run_info
 
-__all__ = ["RunData", "Tenure", "load_run_data"]
+__all__ = ["Mark", "RunData", "Section", "Span", "Tenure", "Timeline", "load_run_data"]
+
+#: the storm's own measurements in a run directory
+STORM_FILE = "storm.json"
 
 
 @dataclass(slots=True)
 class Tenure:
-    """One granted tenure as the history shows it: from grant to release, loss or last use."""
+    """One granted tenure as the history shows it: from grant to release, loss or last use.
+
+    `run` is the key held (a run, a task), `process` who held it (a worker process, a claim's `node/agent`),
+    `group` what the workload's own timeline colours it by (a claim's node; empty for the per-worker timeline)."""
 
     run: str
     epoch: int
     process: str
     start_ns: int
     end_ns: int
-    ended: str  # released | superseded | open
+    ended: str  # released | recovered | superseded | open
+    group: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Mark:
+    """A moment a workload's timeline marks on one lane; `kind` names its style in `Timeline.styles`."""
+
+    lane: str
+    at_ns: int
+    kind: str
+    text: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Span:
+    """A stretch of time a workload's timeline shades on one strip lane (a pause, an offline reading)."""
+
+    lane: str
+    start_ns: int
+    end_ns: int
+    kind: str
+    text: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Section:
+    """A table a workload adds to the report, under its own heading (every cell is escaped)."""
+
+    title: str
+    columns: tuple[str, ...]
+    rows: tuple[dict[str, Any], ...]
+    note: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Timeline:
+    """A workload's own timeline, drawn instead of the per-worker one: its tenures (`RunData.tenures`) as bars on
+    key lanes coloured by `Tenure.group`, marks on those lanes, and a strip panel with a lane per `strips` entry
+    holding spans and marks. `styles` maps a mark's or span's kind to how it is drawn and named: `label`, `color`,
+    and `marker` and `annotate` (a mark: write its text beside it) or `height`/`alpha` (a span)."""
+
+    title: str
+    lanes: tuple[str, ...]
+    strips: tuple[str, ...]
+    marks: tuple[Mark, ...]
+    spans: tuple[Span, ...]
+    styles: dict[str, dict[str, Any]]
+    group_title: str = "group"
+    strip_title: str = ""
+    sections: tuple[Section, ...] = ()
 
 
 @dataclass(slots=True)
@@ -40,6 +96,10 @@ class RunData:
     processes: list[str] = field(default_factory=list)
     #: the workload's surfaces, in its order (those seen in the history, for a workload this soak cannot load)
     surfaces: tuple[str, ...] = ()
+    #: the storm's own measurements (`storm.json`; empty when the run has none)
+    storm: dict[str, Any] = field(default_factory=dict)
+    #: the workload's own timeline (`Workload.report_timeline`), or None: the per-worker timeline
+    timeline: Timeline | None = None
 
     def seconds(self, ns: int) -> float:
         return (ns - self.t0) / 1e9
@@ -79,47 +139,17 @@ def _process_key(name: str) -> tuple:
         return (1, name)
 
 
-def _build_tenures(ops: list[Operation], t1: int) -> list[Tenure]:
-    grants: dict[tuple[str, int], Tenure] = {}
-    for op in ops:
-        if op.f == "acquire" and op.outcome == "ok" and "epoch" in op.result:
-            key = (op.run, int(op.result["epoch"]))
-            grants[key] = Tenure(op.run, key[1], op.process, op.complete_ns or op.invoke_ns, t1, "open")
-    last_use: dict[tuple[str, int], int] = {}
-    for op in ops:
-        if op.lease is None:
-            continue
-        key = (op.lease.run_id, op.lease.epoch)
-        if key not in grants:
-            continue
-        end = op.complete_ns or op.invoke_ns
-        if op.f == "release" and op.outcome == "ok":
-            grants[key].end_ns = end
-            grants[key].ended = "released"
-        elif op.intent != "stale":
-            last_use[key] = max(last_use.get(key, 0), end)
-    by_run: dict[str, list[Tenure]] = defaultdict(list)
-    for t in grants.values():
-        by_run[t.run].append(t)
-    for tenures in by_run.values():
-        tenures.sort(key=lambda t: t.epoch)
-        for cur, nxt in zip(tenures, tenures[1:]):
-            if cur.ended == "open":
-                cur.end_ns = max(min(nxt.start_ns, t1), last_use.get((cur.run, cur.epoch), cur.start_ns))
-                cur.ended = "superseded"
-    return sorted(grants.values(), key=lambda t: t.start_ns)
-
-
 def load_run_data(run_dir: str | os.PathLike[str]) -> RunData:
     run_dir = Path(run_dir)
     info = load_run_info(run_dir)
     verdict_path = run_dir / VERDICT_FILE
     verdict = json.loads(verdict_path.read_text()) if verdict_path.is_file() else None
+    storm_path = run_dir / STORM_FILE
+    storm = json.loads(storm_path.read_text()) if storm_path.is_file() else {}
     ops: list[Operation] = []
     events: list[Record] = []
-    from soak.workloads import get_workload
-
-    make_lease = getattr(get_workload(info.workload), "make_lease", None)
+    workload = _workload(info.workload)
+    make_lease = getattr(workload, "make_lease", None)
     for item in operations(history_paths(run_dir), make_lease):
         (events if isinstance(item, Record) else ops).append(item)
     stamps = [op.invoke_ns for op in ops] + [e.time for e in events]
@@ -129,16 +159,23 @@ def load_run_data(run_dir: str | os.PathLike[str]) -> RunData:
     ops.sort(key=lambda o: o.invoke_ns)
     events.sort(key=lambda e: e.time)
     processes = sorted({op.process for op in ops}, key=_process_key)
-    data = RunData(run_dir, info, verdict, t0, t1, ops, events, [], processes, _surfaces(info.workload, ops))
-    data.tenures = _build_tenures(ops, t1)
+    surfaces = tuple(workload.surfaces) if workload is not None else tuple(sorted({op.f for op in ops} - {"open"}))
+    data = RunData(run_dir, info, verdict, t0, t1, ops, events, [], processes, surfaces, storm)
+    tenures = getattr(workload, "report_tenures", None)  # optional hooks: without them, no tenures
+    if tenures is not None:
+        data.tenures = tenures(ops, t1)
+    timeline = getattr(workload, "report_timeline", None)
+    if timeline is not None:
+        data.timeline = timeline(data)
     return data
 
 
-def _surfaces(workload: str, ops: list[Operation]) -> tuple[str, ...]:
+def _workload(name: str) -> Any:
+    """The run's workload, or None for one this soak cannot load (the report then reads the history alone)."""
     from soak.errors import ScenarioError
     from soak.workloads import get_workload
 
     try:
-        return tuple(get_workload(workload).surfaces)
+        return get_workload(name)
     except ScenarioError:
-        return tuple(sorted({op.f for op in ops} - {"open"}))
+        return None

@@ -5,7 +5,7 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 from typing import Any
 
-from soak.clauses import CLAUSES
+from soak.clauses import CLAUSES, clause_title
 from soak.rundir import RunInfo
 
 __all__ = ["junit_xml"]
@@ -18,20 +18,34 @@ def _statement(v: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _clauses(workload: str) -> tuple[str, ...]:
+    """The clauses a workload's verdict judges (`Workload.clauses`; the run clauses for one that names none or
+    that this soak cannot load)."""
+    from soak.errors import ScenarioError
+    from soak.workloads import get_workload
+
+    try:
+        return tuple(getattr(get_workload(workload), "clauses", CLAUSES))
+    except ScenarioError:
+        return tuple(CLAUSES)
+
+
 def junit_xml(info: RunInfo, verdict: dict[str, Any] | None, *, suite: str = "soak") -> bytes:
-    """The verdict as a JUnit document (testsuites > testsuite > testcase)."""
+    """The verdict as a JUnit document (testsuites > testsuite > testcase): a test case per clause the run's
+    workload is judged by, per quorum item, and one erroring case for an inconclusive verdict."""
     verdict = verdict or {"result": "inconclusive", "violations": [], "reasons": ["no verdict was written"]}
     by_clause: dict[str, list[dict[str, Any]]] = {}
     for v in verdict.get("violations", []):
         by_clause.setdefault(v.get("clause", "unknown"), []).append(v)
     cases: list[ET.Element] = []
     failures = errors = 0
-    for clause in sorted(set(CLAUSES) | set(by_clause)):
+    for clause in sorted(set(_clauses(info.workload)) | set(by_clause)):
         case = ET.Element("testcase", name=clause, classname=f"{suite}.clauses", time="0")
         found = by_clause.get(clause)
         if found:
             failures += 1
-            fail = ET.SubElement(case, "failure", message=f"{len(found)} violation(s) of {clause}", type=clause)
+            fail = ET.SubElement(case, "failure", message=f"{len(found)} violation(s) of {clause}: "
+                                 f"{clause_title(clause)}", type=clause)
             fail.text = "\n\n".join(_statement(v) for v in found[:20])
         cases.append(case)
     for item in sorted(info.quorum_target):

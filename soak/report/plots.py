@@ -11,7 +11,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
 
-from soak.report.data import RunData  # noqa: E402
+from soak.report.data import RunData, Timeline  # noqa: E402
 
 __all__ = ["activity_png", "latency_png", "timeline_png", "workers_png", "violation_times"]
 
@@ -34,6 +34,77 @@ def violation_times(data: RunData) -> list[tuple[float, str]]:
 
 
 def timeline_png(data: RunData) -> bytes:
+    """The workload's own timeline where it draws one (`RunData.timeline`), else the per-worker timeline."""
+    if data.timeline is not None:
+        return _lanes_png(data, data.timeline)
+    return _workers_timeline_png(data)
+
+
+_ENDED_HATCH = {"superseded": "//", "recovered": "xx"}
+
+
+def _lanes_png(data: RunData, tl: Timeline) -> bytes:
+    """Tenures on key lanes (coloured by group) with marks, over a strip panel of spans and marks."""
+    lanes = {k: i for i, k in enumerate(tl.lanes)}
+    for t in data.tenures:
+        lanes.setdefault(t.run, len(lanes))
+    strips = {k: i for i, k in enumerate(tl.strips)}
+    groups = sorted({t.group for t in data.tenures})
+    cmap = plt.get_cmap("tab10")
+    colour = {g: cmap(i % 10) for i, g in enumerate(groups)}
+    top_h, bottom_h = max(2.0, 0.34 * len(lanes) + 1.2), max(1.0, 0.32 * len(strips) + 0.6)
+    fig, (ax, sx) = plt.subplots(2, 1, figsize=(12, top_h + bottom_h + 0.8), sharex=True,
+                                 gridspec_kw={"height_ratios": [top_h, bottom_h]})
+    span = max(data.seconds(data.t1), 1e-3)
+    for t in data.tenures:
+        x0, x1 = data.seconds(t.start_ns), data.seconds(t.end_ns)
+        y = lanes[t.run]
+        ax.barh(y, max(x1 - x0, 0.002), left=x0, height=0.6, color=colour[t.group], hatch=_ENDED_HATCH.get(t.ended),
+                edgecolor="#555", linewidth=0.2, alpha=0.55 if t.ended == "open" else 0.9)
+        if x1 - x0 > span / 25:
+            ax.text(x0 + 0.004 * span, y, f"{t.process} e{t.epoch}", va="center", fontsize=6, clip_on=True)
+    handles: list = [Patch(color=colour[g], label=f"{tl.group_title} {g}") for g in groups[:10]]
+    for panel, rows in ((ax, lanes), (sx, strips)):
+        for kind in sorted({m.kind for m in tl.marks if m.lane in rows}):
+            style = tl.styles.get(kind, {})
+            ms = [m for m in tl.marks if m.kind == kind and m.lane in rows]
+            line, = panel.plot([data.seconds(m.at_ns) for m in ms], [rows[m.lane] for m in ms], linestyle="none",
+                               marker=style.get("marker", "o"), color=style.get("color", "black"), markersize=8,
+                               zorder=4, label=style.get("label", kind))
+            handles.append(line)
+            if style.get("annotate"):
+                for m in ms:
+                    panel.annotate(m.text, (data.seconds(m.at_ns), rows[m.lane]), xytext=(0, 6),
+                                   textcoords="offset points", ha="center", fontsize=6, color=style.get("color"),
+                                   bbox={"boxstyle": "round,pad=0.1", "fc": "white", "ec": "none", "alpha": 0.7})
+    for kind in sorted({s.kind for s in tl.spans}):
+        style = tl.styles.get(kind, {})
+        ss = [s for s in tl.spans if s.kind == kind and s.lane in strips]
+        for s in ss:
+            x0 = data.seconds(s.start_ns)
+            sx.barh(strips[s.lane], max(data.seconds(s.end_ns) - x0, 0.002), left=x0,
+                    height=style.get("height", 0.6), color=style.get("color", "grey"), alpha=style.get("alpha", 0.4))
+        if ss:
+            handles.append(Patch(color=style.get("color", "grey"), alpha=style.get("alpha", 0.4),
+                                 label=style.get("label", kind)))
+    for x, _clause in violation_times(data)[:50]:
+        for panel in (ax, sx):
+            panel.axvline(x, color="red", linewidth=0.8, alpha=0.7)
+    ax.set_yticks(range(len(lanes)), list(lanes))
+    ax.set_ylim(len(lanes) - 0.5, -0.5)
+    sx.set_yticks(range(len(strips)), list(strips))
+    sx.set_ylim(len(strips) - 0.5, -0.5)
+    if tl.strip_title:
+        sx.set_ylabel(tl.strip_title)
+    sx.set_xlabel("seconds since the first operation")
+    ax.set_title(tl.title, fontsize=9)
+    if handles:
+        fig.legend(handles=handles, loc="lower center", ncol=min(len(handles), 6), fontsize=7,
+                   bbox_to_anchor=(0.5, -0.02 - 0.025 * (len(handles) // 6)))
+    return _png(fig)
+
+
+def _workers_timeline_png(data: RunData) -> bytes:
     """Tenures per worker (coloured by run), stalls, pauses, kills, stale probes, violations."""
     rows = {p: i for i, p in enumerate(data.processes)}
     runs = sorted({t.run for t in data.tenures})

@@ -3,8 +3,9 @@
 A workload (`Workload`) owns what is particular to it: the loop each storm worker runs, the shape of its history
 records (what a lease looks like), its surfaces and which of them mutate (the nemesis aims at those), the scenario
 keys it adds and the quorum it counts (with the tailer's suspect rules), its final state, and how its histories
-are checked (`soak.check.judge.CheckPlan`). The storm, the checker, the run directory and the report are generic:
-they know a workload only through this interface, by the name recorded in `scenario.toml` and `run.json`.
+are checked (`soak.check.judge.CheckPlan`); optionally, which clauses its verdict judges (`clauses`) and what its
+report draws (`report_tenures`, `report_timeline`). The storm, the checker, the run directory and the report are
+generic: they know a workload only through this interface, by the name recorded in `scenario.toml` and `run.json`.
 
 `get_workload(name)` finds one: a registered name (`runs`), or `package.module:attr` for a workload defined
 elsewhere (a test's toy workload, a vendor's): the attribute is the workload, or a class to instantiate. Storm
@@ -109,6 +110,17 @@ class Workload(Protocol):
 
     def exercised(self, facts: Any, strikes_held: int) -> dict[str, int]:
         """clause -> recorded operations that exercised it (certificates show these)."""
+
+    # Optional members, read with getattr (a workload without them still storms, checks and reports):
+    #
+    # clauses: tuple[str, ...]
+    #     the clause ids its verdict judges: `junit.xml` has a test case per one (default `soak.clauses.CLAUSES`).
+    # report_tenures(ops: list[Operation], t1: int) -> list[soak.report.data.Tenure]
+    #     the tenures the report's timeline draws, from the history's operations (`t1`: the history's end);
+    #     without it the report draws none.
+    # report_timeline(data: soak.report.data.RunData) -> soak.report.data.Timeline
+    #     its own timeline (tenures on key lanes, marks, a strip panel of spans) and the tables it adds to the
+    #     report, drawn instead of the per-worker timeline.
 
 
 def count_event(counts: dict[str, int], process: str, kind: str, value: dict[str, Any]) -> None:

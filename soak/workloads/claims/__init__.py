@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any, NamedTuple
 
 from soak.claims import CheckoutConflictError, claim_json, task_json
+from soak.clauses import CLAIM_CLAUSES, LIVENESS_CLAUSES
 from soak.workloads.claims.options import (
     DEFAULT_QUORUM, QUORUM_KEYS, SCHEMA, TABLES, ClaimsOptions, check_options,
 )
@@ -123,6 +124,18 @@ class ClaimsWorkload(SimpleWorkload):
         return {"runs": scenario.options.keys(), "side_runs": []}
 
     make_lease = ClaimLease
+    #: the clauses its verdict judges (JUnit's test cases): the claim clauses and every workload's liveness
+    clauses = (*CLAIM_CLAUSES, *LIVENESS_CLAUSES)
+
+    def report_tenures(self, ops: list[Any], t1: int) -> list[Any]:
+        from soak.workloads.claims.report import report_tenures
+
+        return report_tenures(ops, t1)
+
+    def report_timeline(self, data: Any) -> Any:
+        from soak.workloads.claims.report import report_timeline
+
+        return report_timeline(data)
 
     def context_hooks(self) -> dict[str, Any]:
         return {"refusal_value": _refusal_value}

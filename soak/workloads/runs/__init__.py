@@ -11,11 +11,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from soak.clauses import CLAUSES
 from soak.spi import Lease, LeaseHeldError
 from soak.workloads.runs.options import (
     DEFAULT_QUORUM, QUORUM_KEYS, SCHEMA, TABLES, RunsOptions, check_options,
 )
 from soak.workloads.runs.quorum import RunsCounter, exercised
+from soak.workloads.runs.report import report_tenures
 from soak.workloads.runs.worker import CROSS_RUN, run_worker
 
 __all__ = ["CROSS_RUN", "LEASE_OPS", "MUTATIONS", "RunsCounter", "RunsOptions", "RunsWorkload", "SURFACES"]
@@ -79,6 +81,10 @@ class RunsWorkload:
         return {"encode_lease": _lease_list, "refusal_value": _refusal_value}
 
     make_lease = staticmethod(_lease)
+    #: the clauses its verdict judges (JUnit's test cases)
+    clauses = tuple(CLAUSES)
+    #: the report's tenures per worker (`soak.workloads.runs.report`)
+    report_tenures = staticmethod(report_tenures)
 
     @staticmethod
     def worker_loop(ctx: Any) -> None:

@@ -17,6 +17,12 @@ def claim_res(node, agent, epoch, renewed=0.0):
     return {"claim": {"owner": [node, agent, f"{node}:{agent}"], "epoch": epoch, "renewed_at": renewed}}
 
 
+def row(node, agent, epoch, step):
+    """The task row mirroring a claim of (node, agent) at `epoch`, at `step`."""
+    return {"task": {"status": "in-progress", "step": step, "worktree": "w", "by": agent, "node": node,
+                     "run": f"{node}:{agent}", "epoch": epoch, "renewed_at": 0.0}}
+
+
 class H:
     """A history under construction: `add` one operation at [t0, t1] ms."""
 
@@ -59,7 +65,7 @@ def test_a_clean_history_with_release_recovery_and_renewal_passes():
     h.conflict("n1", "a0", ("n0", "a0", 1), 6, 7)
     h.add("release", ["p0/t0", "n0", "a0", 1], t0=8, t1=9)
     h.claim("n1", "a0", 2, 10, 11)
-    h.add("task", ["p0/t0", "n1", "a0", 2], res={"task": {"step": 1}}, t0=12, t1=13)
+    h.add("task", ["p0/t0", "n1", "a0", 2], res=row("n1", "a0", 2, 1), t0=12, t1=13)
     h.add("recover", ["p0/t0", "n1", "a0", 2], intent="recover",
           args={"policy": "reassign-to-local", "owner_health": "offline"}, res={"task": {"step": 1}}, t0=200, t1=201)
     h.add("record_progress", ["p0/t0", "n1", "a0", 2], args={"step": 2}, out="fail", err="CheckoutConflictError",
@@ -140,8 +146,19 @@ def test_progress_survives_recovery():
     h.add("recover", ["p0/t0", "n0", "a0", 1], intent="recover",
           args={"policy": "reassign-to-local", "owner_health": "offline"}, t0=200, t1=201)
     h.claim("n1", "a0", 2, 202, 203)
-    h.add("task", ["p0/t0", "n1", "a0", 2], res={"task": {"step": 0}}, t0=204, t1=205)
+    h.add("task", ["p0/t0", "n1", "a0", 2], res=row("n1", "a0", 2, 0), t0=204, t1=205)
+    assert list(verdict(h)) == ["progress-preserved"]
     assert any("saw step 0 after step 4" in s for s in verdict(h)["progress-preserved"])
+
+
+def test_a_claim_leaves_its_task_row_mirroring_it_unless_another_write_ran_meanwhile():
+    h = H().claim("n0", "a0", 1, 0, 1)
+    h.add("release", ["p0/t0", "n0", "a0", 1], t0=2, t1=3).claim("n1", "a0", 2, 4, 5)
+    h.add("task", ["p0/t0", "n1", "a0", 2], res=row("n0", "a0", 1, 0), t0=6, t1=7)  # still the old owner's row
+    assert any("does not mirror" in s for s in verdict(h)["rows-reconciled"])
+    # a reconcile of the project running meanwhile may be rewriting the row: not judged
+    h.add("reconcile", None, intent="dispatch", res={"repaired": []}, t0=5, t1=8, key="p0")
+    assert "rows-reconciled" not in verdict(h)
 
 
 def test_every_recovery_has_one_audit_event_and_rows_mirror_the_central_row():

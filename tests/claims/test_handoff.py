@@ -165,7 +165,9 @@ def test_reassign_to_local_after_expiry_with_the_owner_offline(store_and_clock):
     assert store.task("p", "t").worktree is not None
     clock.advance(3.0)  # past the lease; node A has been silent past offline_after
     health.beat("node-b")
-    assert [c.node_id for c in health.sweep()] == ["node-a"] and health.health("node-a") is NodeHealth.OFFLINE
+    seen = {c.node_id: c.new for c in health.sweep()}  # this observer's first sweep: both nodes, first seen
+    assert seen == {"node-a": NodeHealth.OFFLINE, "node-b": NodeHealth.ONLINE}
+    assert health.health("node-a") is NodeHealth.OFFLINE
     decision, row = recover_unreachable(store, "reassign-to-local", seeded, NodeHealth.OFFLINE, True, B)
     assert decision.recovers and decision.dispatch_to == "local"
     assert store.get("p", "t").owner is None
@@ -220,26 +222,29 @@ def test_pre_dispatch_fallback_local_falls_back_and_block_refuses_with_a_reason(
 
 def test_health_follows_heartbeats_silence_and_marks(monitor):
     health, clock = monitor
-    assert health.health("n1") is NodeHealth.UNKNOWN and health.snapshot() == {}
-    assert health.beat("n1") == HealthChange("n1", NodeHealth.UNKNOWN, NodeHealth.ONLINE, clock.now)
-    assert health.health("n1") is NodeHealth.ONLINE and health.beat("n1") is None
+    assert health.health("n1") is NodeHealth.UNKNOWN and health.snapshot() == {} and health.sweep() == []
+    health.beat("n1")
+    assert health.health("n1") is NodeHealth.ONLINE
+    assert health.sweep() == [HealthChange("n1", NodeHealth.UNKNOWN, NodeHealth.ONLINE, clock.now)]
     clock.advance(4.0)
     assert health.health("n1") is NodeHealth.ONLINE and health.sweep() == []
     clock.advance(2.0)  # silent 6 s > 5 s
-    assert health.health("n1") is NodeHealth.OFFLINE  # before any sweep records it
+    assert health.health("n1") is NodeHealth.OFFLINE  # read, before any sweep
     assert health.sweep() == [HealthChange("n1", NodeHealth.ONLINE, NodeHealth.OFFLINE, clock.now)]
-    assert health.sweep() == []  # recorded once
-    assert health.beat("n1") == HealthChange("n1", NodeHealth.OFFLINE, NodeHealth.ONLINE, clock.now)
-    assert health.health("n1") is NodeHealth.ONLINE
+    assert health.sweep() == []  # seen once
+    health.beat("n1")
+    assert health.sweep() == [HealthChange("n1", NodeHealth.OFFLINE, NodeHealth.ONLINE, clock.now)]
     health.mark("n1", "error")
     assert health.health("n1") is NodeHealth.ERROR and health.snapshot() == {"n1": NodeHealth.ERROR}
     clock.advance(60.0)
-    assert health.health("n1") is NodeHealth.ERROR and health.sweep() == []  # error is not silence
-    assert health.beat("n1").new is NodeHealth.ONLINE
+    assert health.health("n1") is NodeHealth.ERROR  # error is not silence
+    assert [c.new for c in health.sweep()] == [NodeHealth.ERROR]
+    health.beat("n1")  # the node's own beat clears the mark
+    assert health.health("n1") is NodeHealth.ONLINE
 
 
 def test_the_shared_file_registry_across_two_processes(tmp_path):
-    path = str(tmp_path / "nodes.db")
+    path = str(tmp_path / "nodes")
     clock = FakeClock(start=100.0)
     registry = NodeRegistry(path)
     health = NodeHealthMonitor(registry, offline_after_s=5.0, clock=clock)
@@ -258,6 +263,7 @@ def test_the_shared_file_registry_across_two_processes(tmp_path):
     assert out.stdout.split() == ["online"]  # the child saw the parent's beat
     clock.advance(3.0)
     assert health.snapshot() == {"n1": NodeHealth.ONLINE, "n2": NodeHealth.ONLINE, "n3": NodeHealth.ERROR}
+    assert len(health.sweep()) == 3  # first seen
     clock.advance(5.0)  # n2 beat at 102, n1 at 100: both silent past 5 s now (108)
     assert sorted(c.node_id for c in health.sweep()) == ["n1", "n2"]
     registry.close()

@@ -49,6 +49,8 @@ def counts_of(f: str, intent: str, outcome: str, error: str | None, args: dict[s
     if outcome == "fail" and error == "CheckoutConflictError":
         if f == "claim" and intent == "claim":
             return [("conflicts", 1)]
+        if intent == "stale":  # the harness's sweep of a dead epoch
+            return [("stale_refusals", 1)] + ([("stale_progress", 1)] if f == "record_progress" else [])
         if f == "heartbeat" or (f == "claim" and intent == "renew"):
             return [("aborts", 1)]
         if f == "record_progress":

@@ -26,6 +26,7 @@ outcome (they may have granted an epoch nobody saw). Each checker then states on
 
 from __future__ import annotations
 
+import bisect
 from collections import defaultdict
 from typing import Any
 
@@ -80,6 +81,26 @@ class _Tenures:
                 self.enders[(key, op[_LEASE][3])].append(op)
         for key in self.claims:
             self.claims[key].sort(key=_done)
+        # key -> (epochs seen, ascending; per position, the two earliest ops of that epoch or any later one, by
+        # completion and by invocation): "a later epoch seen held before t" in O(log n)
+        self._later: dict[str, tuple[list[int], list[list[tuple]], list[list[tuple]]]] = {}
+        per_key: dict[str, dict[int, list[tuple]]] = defaultdict(dict)
+        for (key, epoch), owners in self.seen.items():
+            per_key[key][epoch] = [op for ops in owners.values() for op in ops]
+        for key, by_epoch in per_key.items():
+            epochs = sorted(by_epoch)
+            done_best: list[list[tuple]] = [[] for _ in epochs]
+            inv_best: list[list[tuple]] = [[] for _ in epochs]
+            run_done: list[tuple] = []
+            run_inv: list[tuple] = []
+            for k in range(len(epochs) - 1, -1, -1):
+                ops = by_epoch[epochs[k]]
+                run_done = sorted(run_done + sorted(ops, key=_done)[:2], key=_done)[:2]
+                run_inv = sorted(run_inv + sorted(ops, key=lambda o: o[_INV])[:2], key=lambda o: o[_INV])[:2]
+                done_best[k], inv_best[k] = run_done, run_inv
+            self._later[key] = (epochs, done_best, inv_best)
+        self.first_unknown: dict[str, list[tuple]] = {
+            key: sorted(ops, key=lambda o: o[_INV])[:2] for key, ops in self.unknown_claims.items()}
 
     def first_seen_done(self, key: str, epoch: int) -> float:
         """When epoch `epoch` of `key` was first seen held (the earliest completion of a call returning it)."""
@@ -96,17 +117,18 @@ class _Tenures:
                 return op
             if not certain and op[_INV] < t:
                 return op
-        for (k, e), owners in self.seen.items():
-            if k != key or e <= epoch:
-                continue
-            for ops in owners.values():
-                for op in ops:
-                    if op is not besides and (_done(op) if certain else op[_INV]) < t:
-                        return op
-        if not certain:
-            for op in self.unknown_claims.get(key, ()):
-                if op is not besides and op[_INV] < t:
+        later = self._later.get(key)
+        if later is not None:
+            epochs, done_best, inv_best = later
+            k = bisect.bisect_right(epochs, epoch)
+            if k < len(epochs):
+                op = next((o for o in (done_best if certain else inv_best)[k] if o is not besides), None)
+                if op is not None and (_done(op) if certain else op[_INV]) < t:
                     return op
+        if not certain:
+            op = next((o for o in self.first_unknown.get(key, ()) if o is not besides), None)
+            if op is not None and op[_INV] < t:
+                return op
         return None
 
     def ev(self, *ops: tuple) -> tuple:
@@ -120,6 +142,26 @@ def _tenures(facts: Any) -> _Tenures:
     if _CACHE[0] is not facts or _CACHE[1] != len(facts.ops):
         _CACHE[:] = [facts, len(facts.ops), _Tenures(facts)]
     return _CACHE[2]
+
+
+#: violations a checker reports per clause; the last says how many more it found
+_MAX_PER_CLAUSE = 100
+
+
+def _capped(found: list[Violation]) -> list[Violation]:
+    """At most `_MAX_PER_CLAUSE` violations per clause (a broken store floods a long storm with the same proof);
+    the last kept one says how many more there were."""
+    by: dict[str, list[Violation]] = defaultdict(list)
+    for v in found:
+        by[v.clause].append(v)
+    out = []
+    for clause, vs in by.items():
+        if len(vs) > _MAX_PER_CLAUSE:
+            last = vs[_MAX_PER_CLAUSE - 1]
+            vs = vs[:_MAX_PER_CLAUSE - 1] + [Violation(clause, f"{last.statement} (and {len(vs) - _MAX_PER_CLAUSE} "
+                                                               "more like it)", last.evidence)]
+        out.extend(vs)
+    return out
 
 
 def _tag(op: tuple) -> str:
@@ -145,7 +187,7 @@ def check_epoch_once(facts: Any) -> list[Violation]:
         else:
             out.append(Violation("claim-epoch-once", f"{key}: epoch {epoch} was seen held by {names}",
                                  t.ev(a, b)))
-    return out
+    return _capped(out)
 
 
 def check_epoch_step(facts: Any) -> list[Violation]:
@@ -153,16 +195,29 @@ def check_epoch_step(facts: Any) -> list[Violation]:
     t = _tenures(facts)
     out = []
     for key, claims in sorted(t.claims.items()):
-        top, top_op = 0, None
-        for op in sorted(claims, key=lambda o: o[_INV]):
-            epoch = op[_RES]["claim"]["epoch"]
-            if top_op is not None and _done(top_op) < op[_INV] and epoch < top:
+        # claims by completion (`t.claims` keeps them so) with, per prefix, the claim of the highest epoch
+        dones, tops, top = [], [], None
+        for c in claims:
+            if top is None or c[_RES]["claim"]["epoch"] > top[_RES]["claim"]["epoch"]:
+                top = c
+            dones.append(_done(c))
+            tops.append(top)
+        for op in claims:
+            k = bisect.bisect_left(dones, op[_INV])
+            if not k:
+                continue
+            before = tops[k - 1]
+            epoch, high = op[_RES]["claim"]["epoch"], before[_RES]["claim"]["epoch"]
+            if epoch < high:
                 out.append(Violation("claim-epoch-step", f"{key}: claim {_tag(op)} was granted epoch {epoch} after "
-                                                         f"epoch {top} had been granted ({_tag(top_op)}): the epoch "
-                                                         "went back", t.ev(top_op, op)))
-                break
-            if epoch > top:
-                top, top_op = epoch, op
+                                                         f"epoch {high} had been granted ({_tag(before)}): the epoch "
+                                                         "went back", t.ev(before, op)))
+            elif epoch == high and _owner(op[_RES]["claim"]) != _owner(before[_RES]["claim"]):
+                out.append(Violation("claim-epoch-step", f"{key}: claim {_tag(op)} made "
+                                                         f"{'/'.join(_owner(op[_RES]['claim']))} the owner at epoch "
+                                                         f"{epoch}, the epoch {_tag(before)} had already been granted "
+                                                         "to another owner: an owner change must raise the epoch",
+                                     t.ev(before, op)))
         for op in claims:
             renew = op[_ARGS].get("renew")
             epoch = op[_RES]["claim"]["epoch"]
@@ -183,7 +238,7 @@ def check_epoch_step(facts: Any) -> list[Violation]:
                                                      f"{unknown} claims of unknown outcome could have been granted "
                                                      "them: an owner change skipped an epoch",
                                  t.ev(first) if first else ()))
-    return out
+    return _capped(out)
 
 
 def check_lease_protected(facts: Any) -> list[Violation]:
@@ -216,7 +271,7 @@ def check_lease_protected(facts: Any) -> list[Violation]:
                                                           f"{(_done(op) - last[_INV]) / 1e6:.1f} ms after renewal "
                                                           f"{_tag(last)} began, within the {ttl / 1e6:.0f} ms lease",
                                  t.ev(last, op)))
-    return out
+    return _capped(out)
 
 
 def check_conflict_holder(facts: Any) -> list[Violation]:
@@ -260,7 +315,7 @@ def check_conflict_holder(facts: Any) -> list[Violation]:
             out.append(Violation("conflict-holder", f"{key}: {op[_F]} {_tag(op)} was refused naming {who[0]}/{who[1]} "
                                                     f"at epoch {epoch}, whose tenure had ended ({ended[_F]} "
                                                     f"{_tag(ended)}) before the call began", t.ev(ended, op)))
-    return out
+    return _capped(out)
 
 
 def check_live_accepted(facts: Any) -> list[Violation]:
@@ -275,7 +330,7 @@ def check_live_accepted(facts: Any) -> list[Violation]:
             out.append(Violation("claim-live-accepted", f"{key}: {op[_F]} {_tag(op)} by {node}/{agent} at epoch {epoch} "
                                                         "was refused while nothing could have ended its tenure",
                                  t.ev(op)))
-    return out
+    return _capped(out)
 
 
 def check_fenced(facts: Any) -> list[Violation]:
@@ -292,7 +347,7 @@ def check_fenced(facts: Any) -> list[Violation]:
         clause = "progress-fenced" if op[_F] == "record_progress" else "heartbeat-fenced"
         out.append(Violation(clause, f"{key}: {op[_F]} {_tag(op)} by {node}/{agent} at epoch {epoch} was accepted "
                                      f"after its tenure had ended ({ended[_F]} {_tag(ended)})", t.ev(ended, op)))
-    return out
+    return _capped(out)
 
 
 def check_progress_preserved(facts: Any) -> list[Violation]:
@@ -302,27 +357,39 @@ def check_progress_preserved(facts: Any) -> list[Violation]:
     for op in t.ops:
         if op[_F] == "record_progress" and op[_OUT] == "ok":
             writes[op[_KEY]].append(op)
+    # per task: completions in order, and the write of the highest step among those completed so far
+    best: dict[str, tuple[list[float], list[tuple]]] = {}
+    for key, ops in writes.items():
+        ops.sort(key=_done)
+        dones, tops, top = [], [], None
+        for w in ops:
+            if top is None or w[_ARGS]["step"] > top[_ARGS]["step"]:
+                top = w
+            dones.append(_done(w))
+            tops.append(top)
+        best[key] = (dones, tops)
     out = []
     for op in t.ops:
-        if op[_F] != "task" or op[_OUT] != "ok":
+        if op[_F] != "task" or op[_OUT] != "ok" or op[_KEY] not in best:
             continue
         row = (op[_RES] or {}).get("task")
         step = row["step"] if row else 0
-        before = [w for w in writes.get(op[_KEY], ()) if _done(w) < op[_INV]]
-        best = max(before, key=lambda w: w[_ARGS]["step"], default=None)
-        if best is not None and step < best[_ARGS]["step"]:
+        dones, tops = best[op[_KEY]]
+        k = bisect.bisect_left(dones, op[_INV])
+        top = tops[k - 1] if k else None
+        if top is not None and step < top[_ARGS]["step"]:
             out.append(Violation("progress-preserved", f"{op[_KEY]}: read {_tag(op)} saw step {step} after step "
-                                                       f"{best[_ARGS]['step']} was accepted ({_tag(best)})",
-                                 t.ev(best, op)))
+                                                       f"{top[_ARGS]['step']} was accepted ({_tag(top)})",
+                                 t.ev(top, op)))
     for project, state in sorted((facts.state or {}).items()):
         for task, row in sorted(state.get("tasks", {}).items()):
             key = f"{project}/{task}"
-            best = max(writes.get(key, ()), key=lambda w: w[_ARGS]["step"], default=None)
-            if best is not None and row["step"] < best[_ARGS]["step"]:
+            top = best[key][1][-1] if key in best else None
+            if top is not None and row["step"] < top[_ARGS]["step"]:
                 out.append(Violation("progress-preserved", f"{key}: the final task row holds step {row['step']}, "
-                                                           f"below step {best[_ARGS]['step']} accepted by "
-                                                           f"{_tag(best)}", t.ev(best)))
-    return out
+                                                           f"below step {top[_ARGS]['step']} accepted by "
+                                                           f"{_tag(top)}", t.ev(top)))
+    return _capped(out)
 
 
 def check_recovery_audited(facts: Any) -> list[Violation]:
@@ -353,7 +420,7 @@ def check_recovery_audited(facts: Any) -> list[Violation]:
         if (key, epoch) not in recs:
             out.append(Violation("recovery-audited", f"{key}: a {RECOVER_EVENT} event for epoch {epoch} with no "
                                                      "recovery of it invoked"))
-    return out
+    return _capped(out)
 
 
 def _mirrors(row: dict[str, Any] | None, claim: dict[str, Any] | None) -> bool:
@@ -366,9 +433,65 @@ def _mirrors(row: dict[str, Any] | None, claim: dict[str, Any] | None) -> bool:
             and row["epoch"] == claim["epoch"] and row["status"] == "in-progress")
 
 
+def _row_mirrors_claim(row: dict[str, Any] | None, claim: dict[str, Any]) -> bool:
+    return row is not None and _mirrors(row, claim)
+
+
 def check_rows_reconciled(facts: Any) -> list[Violation]:
-    """rows-reconciled: after the final reconcile every task row mirrors its central row."""
+    """rows-reconciled: a claim leaves its task row mirroring it (the seed's "same logical operation", and the
+    repair before dispatch), and after the final reconcile every task row mirrors its central row.
+
+    The first is judged on the owner's read of its task row after its claim returned, where no other call that
+    writes the row (a claim, release, recovery or reconcile by anyone, accepted or of unknown outcome) ran in
+    between: a row a concurrent call was still writing may lag, and the reconciler repairs it later."""
+    t = _tenures(facts)
     out = []
+    writers: dict[str, list[tuple]] = defaultdict(list)
+    for op in t.ops:
+        if op[_OUT] == "fail":
+            continue
+        if op[_F] in ("claim", "release", "recover"):
+            writers[op[_KEY]].append(op)
+        elif op[_F] == "reconcile":
+            writers[f"{op[_KEY]}/"].append(op)  # a project
+    # per task: the writers of its row by invocation, and, per prefix, the two latest completions among them
+    spans: dict[str, tuple[list[int], list[list[tuple]]]] = {}
+    for key in {op[_KEY] for op in t.ops if op[_F] == "task"}:
+        ws = sorted((*writers.get(key, ()), *writers.get(f"{key.partition('/')[0]}/", ())), key=lambda w: w[_INV])
+        invs, latest, run = [], [], []
+        for w in ws:
+            run = sorted([*run, w], key=_done, reverse=True)[:2]
+            invs.append(w[_INV])
+            latest.append(run)
+        spans[key] = (invs, latest)
+    grants: Any = defaultdict(list)  # (key, node, agent, epoch) -> its claims by completion
+    for key, claims in t.claims.items():
+        for c in claims:
+            owner = _owner(c[_RES]["claim"])
+            if owner is not None:
+                grants[(key, *owner, c[_RES]["claim"]["epoch"])].append(c)
+    grants = {g: ([_done(c) for c in cs], cs) for g, cs in grants.items()}  # claims come by completion
+    for op in t.ops:
+        if op[_F] != "task" or op[_OUT] != "ok" or not op[_LEASE]:
+            continue
+        key, node, agent, epoch = op[_LEASE]
+        mine = grants.get((key, node, agent, epoch))
+        if not mine:
+            continue
+        k = bisect.bisect_left(mine[0], op[_INV])
+        if not k:
+            continue
+        claim = mine[1][k - 1]
+        start, end = claim[_INV], _done(op)
+        invs, latest = spans[key]
+        j = bisect.bisect_left(invs, end)
+        busy = j > 0 and any(w is not claim and _done(w) > start for w in latest[j - 1])
+        row = (op[_RES] or {}).get("task")
+        if not busy and not _row_mirrors_claim(row, claim[_RES]["claim"]):
+            out.append(Violation("rows-reconciled", f"{key}: read {_tag(op)} after claim {_tag(claim)} returned saw "
+                                                    f"the task row {row}, which does not mirror the claim "
+                                                    f"{claim[_RES]['claim']} (nothing else wrote the row meanwhile)",
+                                 t.ev(claim, op)))
     for project, state in sorted((facts.state or {}).items()):
         claims, rows = state.get("claims", {}), state.get("tasks", {})
         for task in sorted(set(claims) | set(rows)):
@@ -376,7 +499,7 @@ def check_rows_reconciled(facts: Any) -> list[Violation]:
                 out.append(Violation("rows-reconciled", f"{project}/{task}: after reconcile the task row "
                                                         f"{rows.get(task)} disagrees with the central row "
                                                         f"{claims.get(task)}"))
-    return out
+    return _capped(out)
 
 
 def check_handoff(facts: Any) -> list[Violation]:
@@ -398,7 +521,7 @@ def check_handoff(facts: Any) -> list[Violation]:
             elif d.get("health") not in ("online", None):
                 out.append(Violation("handoff-policy", f"{op[_KEY]}: claim {_tag(op)} dispatched a recovered task to "
                                                        f"{a.get('node')}, which read {d.get('health')}", t.ev(op)))
-    return out
+    return _capped(out)
 
 
 CHECKERS: tuple[tuple[str, Any], ...] = (

@@ -25,6 +25,7 @@ QUORUM_KEYS: tuple[str, ...] = (
     "recoveries",     # recoveries of an unreachable owner's task accepted
     "aborts",         # a returning owner's heartbeat or progress write refused: it aborted before writing on
     "stale_progress", # progress writes of a superseded owner refused
+    "stale_refusals", # calls of the harness's sweep of a dead epoch refused
     "probes",         # recoveries asked of a claim within its lease (whatever the store answered)
     "probes_refused", # ... and refused
     "splits_repaired",  # task rows a reconcile repaired (a split write found and fixed)
@@ -52,8 +53,9 @@ class ClaimsOptions:
     #: the chance a node that finds a claim held within its lease asks the store to recover it anyway (a probe:
     #: the store, which judges expiry, must refuse it)
     probe_prob: float = 0.5
-    #: the chance a working agent's next call is struck (stopped inside it and held past the lease)
-    strike_prob: float = 0.05
+    #: the chance a working agent's next call is struck (stopped inside it and held past the lease; at most one
+    #: strike per node every 8 ttls)
+    strike_prob: float = 0.2
 
     def keys(self) -> list[str]:
         return [f"p{p}/t{t}" for p in range(self.projects) for t in range(self.tasks)]

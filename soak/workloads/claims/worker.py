@@ -71,7 +71,7 @@ class _Node:
         workdir = ctx.workdir or "."
         self.monitor = NodeHealthMonitor(NodeRegistry(os.path.join(workdir, NODES_DIR)),
                                          self.opt.offline_after_s(self.sc.lease_ttl_ms))
-        self.last_beat = self.last_sweep = 0.0
+        self.last_beat = self.last_sweep = self.last_strike = 0.0
 
     # -- the loop -------------------------------------------------------------------------
 
@@ -216,7 +216,11 @@ class _Node:
 
     def work(self, agent: _Agent) -> None:
         self.publish(agent)
-        if self.rng.random() < self.opt.strike_prob:
+        now = time.monotonic()
+        # a struck call is held past the lease, and one inside a fenced write holds the store's lock meanwhile:
+        # at most one strike per node every 8 ttls, so the others are not starved past the call-returns bound
+        if now - self.last_strike > 8 * self.ttl and self.rng.random() < self.opt.strike_prob:
+            self.last_strike = now
             self.ctx.strike_next_call()
         since = time.monotonic() - agent.renewed
         roll = self.rng.random()
@@ -232,12 +236,26 @@ class _Node:
             self.progress(agent)
 
     def _abort(self, agent: _Agent, out: Outcome) -> bool:
-        """A refused call under the agent's epoch: it is no longer the owner; drop the task, write nothing more."""
-        if out.refused(CheckoutConflictError):
-            agent.key = None
-            self.ctx.publish_tenure(None)
-            return True
-        return False
+        """A refused call under the agent's epoch: it is no longer the owner; drop the task, write nothing more.
+
+        Most of the time the harness then sweeps the dead epoch over the fenced calls first (a progress write,
+        a heartbeat, a release, marked `stale`): a node obeying the protocol never makes them, so each is a
+        probe of the store's fence, which must refuse it."""
+        if not out.refused(CheckoutConflictError):
+            return False
+        if self.rng.random() < 0.7:
+            project, task = agent.key.split("/")
+            me, epoch, lease = self.claimant(agent), agent.epoch, self.lease(agent)
+            step = agent.step + 1
+            self.ctx.retrying("record_progress", agent.key, lease, "stale", {"step": step},
+                              lambda: self.store.record_progress(project, task, me, epoch, step))
+            self.ctx.retrying("heartbeat", agent.key, lease, "stale", {},
+                              lambda: self.store.heartbeat(project, task, me, epoch), ok_value=_claim_value)
+            self.ctx.retrying("release", agent.key, lease, "stale", {},
+                              lambda: self.store.release(project, task, me, epoch))
+        agent.key = None
+        self.ctx.publish_tenure(None)
+        return True
 
     def heartbeat(self, agent: _Agent) -> None:
         project, task = agent.key.split("/")

@@ -283,7 +283,8 @@ class SqliteClaimStore:
     def _mirror(self, project_id: str, task_id: str) -> None:
         """The second commit of claim, heartbeat, release and recover: copy the central row, as committed now,
         into the task row under the project db's write lock. A write that stays busy is left to the reconciler
-        (the central commit already happened, so the call must not answer StoreBusyError)."""
+        (the central commit already happened, so the call must not answer StoreBusyError; the project db was
+        booted before it)."""
         conn = self._project(project_id)
         for attempt in range(3):
             try:
@@ -308,6 +309,7 @@ class SqliteClaimStore:
 
     def claim(self, project_id: str, task_id: str, claimant: Claimant) -> Claim:
         with self._lock:
+            self._project(project_id)  # booted before the central commit: after it, nothing may answer busy
             with self._tx(self._conn(), "claim") as conn:
                 new = self._claim_central(conn, project_id, task_id, claimant, self._clock())
             self._mirror(project_id, task_id)
@@ -345,6 +347,7 @@ class SqliteClaimStore:
 
     def heartbeat(self, project_id: str, task_id: str, claimant: Claimant, epoch: int) -> Claim:
         with self._lock:
+            self._project(project_id)
             with self._tx(self._conn(), "heartbeat") as conn:
                 new = self._heartbeat_central(conn, project_id, task_id, claimant, int(epoch), self._clock())
             self._mirror(project_id, task_id)
@@ -360,6 +363,7 @@ class SqliteClaimStore:
 
     def release(self, project_id: str, task_id: str, claimant: Claimant, epoch: int) -> None:
         with self._lock:
+            self._project(project_id)
             with self._tx(self._conn(), "release") as conn:
                 self._release_central(conn, project_id, task_id, claimant, int(epoch), self._clock())
             self._mirror(project_id, task_id)
@@ -402,6 +406,7 @@ class SqliteClaimStore:
 
     def recover(self, project_id: str, task_id: str, epoch: int, by: Claimant, reason: str) -> TaskRow:
         with self._lock:
+            self._project(project_id)
             with self._tx(self._conn(), "recover") as conn:
                 self._recover_central(conn, project_id, task_id, int(epoch), by, reason, self._clock())
             self._mirror(project_id, task_id)

@@ -22,6 +22,10 @@ What the checks do:
   recovers its claim (expired by the second process's clock, or after real time has let it expire) and takes
   the task over; no write of the superseded owner may land after the takeover returned (a store that checks the
   fence in one transaction and writes in the next fails it);
+- interleavings: a `claim`, `record_progress` or `heartbeat` is stopped at the k-th profile event of its call
+  (k swept over its steps) while a second, already opened process takes the task over, then let go on: never
+  two winners, and no write of the superseded owner after the takeover returned (deterministic, where the two
+  races above depend on the scheduler);
 - split writes: a process is killed (SIGKILL) at the k-th profile event (`sys.setprofile`, calls and returns,
   C-level ones included) inside `claim`, `release` or `recover`, k swept over the call's step count; then the
   suite re-claims some of the stale tasks (a claim must re-mirror its own row) and calls `reconcile`, after which
@@ -80,6 +84,8 @@ _MULTI = "multi-process"
 _POLL_S = 0.02
 #: the checks' process is given up on after this long without a message while no store call is in flight
 _STUCK_S = 300.0
+#: how long a takeover may wait for a call the suite stopped mid-way before the call is let go on
+_PAUSE_S = 0.05
 _OPEN_TIMEOUT_S = 60.0
 _RECOVERER = Claimant("node-recoverer", "handoff-policy")
 #: how far a stored renewal time may be from the injected clock's reading (a store may keep milliseconds)
@@ -264,6 +270,13 @@ class Ctx:
         watched = _Watched(store, self.suite.watch)
         self.stores.append(watched)
         return watched
+
+    def close(self, store: _Watched | None) -> None:
+        """Close one store object this check opened (None: nothing)."""
+        if store is not None and store in self.stores:
+            self.stores.remove(store)
+            with contextlib.suppress(Exception):
+                store.close()
 
     def close_all(self) -> None:
         while self.stores:
@@ -695,6 +708,7 @@ def _gather(conns: list[Any], procs: list[Any], bound: float, what: str) -> list
     deadline = time.monotonic() + bound
     for conn, proc in zip(conns, procs):
         while True:
+            dead = not proc.is_alive()  # read before the poll: a helper may answer and exit in between
             if conn.poll(_POLL_S):
                 try:
                     out.append(conn.recv())
@@ -703,7 +717,7 @@ def _gather(conns: list[Any], procs: list[Any], bound: float, what: str) -> list
                     raise Failed("no-crash", f"{what}: a helper process died inside a store call (exit "
                                              f"{proc.exitcode})") from None
                 break
-            if not proc.is_alive():
+            if dead:
                 raise Failed("no-crash", f"{what}: a helper process died inside a store call (exit {proc.exitcode})")
             if time.monotonic() > deadline:
                 raise Failed("call-returns", f"{what}: a store call made no answer within {bound:g} s")
@@ -960,6 +974,227 @@ def check_fence_race(ctx: Ctx) -> None:
         _stop(procs)
 
 
+def _paused(target: StoreTarget, location: str, ttl_ms: int, clock_at: float | None, op: tuple, k: int | None,
+            conn: Any) -> None:
+    """Open a store, then make one call that stops at its k-th profile event until the runner says go on."""
+    _die_with_parent()
+    kw = {"clock": FakeClock(clock_at)} if clock_at is not None else {}
+    try:
+        store = open_retrying(target, location, ttl_ms, **kw)
+    except BaseException as exc:  # noqa: BLE001
+        conn.send(("open-error", f"{type(exc).__name__}: {_one_line(exc)}"))
+        return
+    count = [0]
+
+    def hook(frame: Any, event: str, arg: Any) -> None:
+        count[0] += 1
+        if k is not None and count[0] == k:
+            conn.send(("paused",))
+            conn.recv()
+
+    fn = getattr(store, op[0])
+    outcome: tuple = ("busy",)
+    sys.setprofile(hook)
+    try:
+        for _ in range(60):  # a busy answer wrote nothing: the call is made again (its steps count on)
+            try:
+                fn(*op[1:])
+            except StoreBusyError:
+                sys.setprofile(None)
+                time.sleep(0.005)
+                sys.setprofile(hook)
+                continue
+            outcome = ("ok",)
+            break
+    except CheckoutConflictError:
+        outcome = ("conflict",)
+    except Exception as exc:  # noqa: BLE001
+        outcome = ("error", f"{type(exc).__name__}: {_one_line(exc)}")
+    finally:
+        sys.setprofile(None)
+    conn.send(("done", count[0], *outcome))
+    with contextlib.suppress(Exception):
+        store.close()
+
+
+def _successor(target: StoreTarget, location: str, ttl_ms: int, clock_at: float | None, p: str, t: str,
+               recover_epoch: int | None, conn: Any) -> None:
+    """Open a store, wait for the word, then take the task over (recovering epoch `recover_epoch` first, where
+    given) and read back what it left. Opened in advance, so only the takeover itself runs while a call is stopped."""
+    _die_with_parent()
+    kw = {"clock": FakeClock(clock_at)} if clock_at is not None else {}
+    try:
+        store = open_retrying(target, location, ttl_ms, **kw)
+    except BaseException as exc:  # noqa: BLE001
+        conn.send(("open-error", f"{type(exc).__name__}: {_one_line(exc)}"))
+        return
+    conn.send(("ready",))
+    if not conn.poll(120):
+        return
+    conn.recv()
+    conn.send(("calling",))
+    try:
+        if recover_epoch is not None:
+            retry_busy(lambda: store.recover(p, t, recover_epoch, _RECOVERER, "conformance: interleaving"), "recover")
+        retry_busy(lambda: store.claim(p, t, B), "claim")
+        claim = retry_busy(lambda: store.get(p, t), "get")
+        row = retry_busy(lambda: store.task(p, t), "task")
+        conn.send(("took", claim, None if row is None else row.step))
+    except CheckoutConflictError as exc:
+        conn.send(("conflict", exc.current_holder))
+    except BaseException as exc:  # noqa: BLE001
+        conn.send(("error", f"{type(exc).__name__}: {_one_line(exc)}"))
+    with contextlib.suppress(Exception):
+        store.close()
+
+
+def _recv_within(conn: Any, proc: Any, seconds: float) -> tuple | None:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        dead = not proc.is_alive()  # read before the poll: a helper may answer and exit in between
+        if conn.poll(_POLL_S / 4):
+            try:
+                return conn.recv()
+            except EOFError:
+                return None
+        if dead:
+            return None
+    return None
+
+
+def check_interleavings(ctx: Ctx) -> None:
+    """A call stopped at each of its steps in turn while a second process takes the task over, then let go on:
+    a claim's check and write, a progress write's or heartbeat's fence and write, must not let the takeover in
+    between (deterministic where the races above are probabilistic)."""
+    st = ctx.suite.settings
+    if st.single_reason:
+        raise NotApplicable(f"{st.single_reason}: stopping a caller mid-call needs processes")
+    if not ctx.injected:
+        raise NotApplicable("the store does not declare injectable_clock: a takeover of a live owner's claim needs "
+                            "the successor's clock ahead (the fence race above covers it in real time)")
+    location = ctx.location()
+    p = "proj-interleave"
+    t0 = FakeClock().now
+    ahead = t0 + 10 * ctx.ttl
+    mp = _fork_ctx()
+    bound = st.call_bound_s + _OPEN_TIMEOUT_S
+    tally: dict[str, int] = {}
+
+    def setup(kind: str, t: str) -> tuple:
+        if kind == "claim":
+            return ("claim", p, t, A)
+        s = ctx.open(location, clock=FakeClock(t0))
+        try:
+            e = accepted("claim-live-accepted", "the owner's claim", s.claim, p, t, A).lease_epoch
+        finally:
+            ctx.close(s)
+        return ("record_progress", p, t, A, e, 7) if kind == "progress" else ("heartbeat", p, t, A, e)
+
+    def one(kind: str, t: str, k: int | None) -> tuple:
+        op = setup(kind, t)
+        succ = sa = None
+        if k is not None:  # the successor opens its store first: a stopped call may hold a lock its boot needs
+            sa, sb = mp.Pipe()
+            epoch = None if kind == "claim" else op[4]
+            succ = mp.Process(target=_successor, args=(ctx.suite.target, location, ctx.ttl_ms, ahead, p, t, epoch,
+                                                       sb), daemon=True)
+            succ.start()
+            ready = _recv_within(sa, succ, bound)
+            if ready is None or ready[0] != "ready":
+                _stop([succ])
+                raise Undecided(f"the successor racing a stopped {op[0]} could not open the store: {ready}")
+        went = False
+        va, vb = mp.Pipe()
+        victim = mp.Process(target=_paused, args=(ctx.suite.target, location, ctx.ttl_ms, t0, op, k, vb),
+                            daemon=True)
+        victim.start()
+        try:
+            first = _recv_within(va, victim, bound)
+            if first is None:
+                raise Failed("no-crash" if not victim.is_alive() else "call-returns",
+                             f"{op[0]} stopped at step {k} made no answer")
+            if first[0] == "open-error":
+                raise Failed("concurrent-boot", f"a process could not open the store: {first[1]}")
+            took = None
+            if first[0] == "paused":
+                went = True
+                sa.send(("go",))
+                _recv_within(sa, succ, bound)  # "calling"
+                took = _recv_within(sa, succ, _PAUSE_S)  # a successor blocked by the stopped call: let that go on
+                va.send(("go",))
+                done = _recv_within(va, victim, bound)
+                if took is None:
+                    took = _recv_within(sa, succ, bound)
+                    took = ("after", *took) if took is not None else None
+                else:
+                    took = ("before", *took)
+                if took is None:
+                    raise Failed("call-returns", f"the takeover racing a stopped {op[0]} made no answer")
+            else:
+                done = first
+            if done is None or done[0] != "done":
+                raise Failed("no-crash", f"a process calling {op[0]} (stopped at step {k}) died: exit "
+                                         f"{victim.exitcode}")
+            return op, done, took
+        finally:
+            if succ is not None and not went:
+                succ.kill()  # never told to go: nothing of it ran
+            for proc in (victim, succ):
+                if proc is not None:
+                    proc.join(2)
+                    if proc.is_alive():
+                        proc.kill()
+                        proc.join(2)
+
+    s_read = None
+    for kind in ("claim", "progress", "heartbeat"):
+        op, done, _ = one(kind, f"{kind}-count", None)
+        if done[2] != "ok":
+            raise Undecided(f"the uninterrupted {op[0]} ended {done[2:]}, so its steps could not be swept")
+        n = done[1]
+        pts = _points(n, 20)
+        tally[kind] = 0
+        for k in pts:
+            t = f"{kind}-{k}"
+            op, done, took = one(kind, t, k)
+            if took is None:
+                continue
+            tally[kind] += 1
+            when, what = took[0], took[1]
+            s_read = s_read or ctx.open(location, clock=False)
+            final, row = s_read.get(p, t), s_read.task(p, t)
+            if kind == "claim":
+                ctx.close(s_read)
+                s_read = None
+                if done[2] == "ok" and what == "took":
+                    raise Failed("claim-atomic", f"a claim stopped at step {k} of {n} and a second "
+                                                 f"claim made while it was stopped both won (the second "
+                                                 f"{_desc(took[2])}; the central row ends {_desc(final)})")
+                continue
+            if what != "took" or when != "before":
+                continue  # the takeover waited for the stopped call: nothing landed between its check and write
+            clause = "progress-fenced" if kind == "progress" else "heartbeat-fenced"
+            if kind == "progress" and row is not None and took[3] is not None and row.step != took[3]:
+                raise Failed(clause, f"a progress write stopped at step {k} and let go on after a takeover had "
+                                     f"returned moved the step {took[3]} -> {row.step}: it was checked before the "
+                                     "takeover and written after it")
+            if kind == "heartbeat" and final != took[2]:
+                raise Failed(clause, f"a heartbeat stopped at step {k} and let go on after a takeover had returned "
+                                     f"changed the successor's claim ({_desc(took[2])} renewed at "
+                                     f"{took[2].renewed_at} -> renewed at {getattr(final, 'renewed_at', None)})")
+            ctx.close(s_read)
+            s_read = None
+        ctx.close(s_read)
+        s_read = None
+    detail = ", ".join(f"{k} {v} stops" for k, v in tally.items())
+    ctx.ok("claim-atomic", f"claims stopped at each swept step while a second claim was made: never two winners "
+                           f"({detail})")
+    ctx.ok("progress-fenced", "progress writes stopped at each swept step while the task was taken over: none "
+                              "landed after the takeover")
+    ctx.ok("heartbeat-fenced", "heartbeats stopped at each swept step while the task was taken over: none landed "
+                               "after the takeover")
+
+
 _KILL_PROFILE_EXIT = 3  # a victim whose call finished before the k-th event
 
 
@@ -1018,13 +1253,14 @@ def _run_victim(ctx: Ctx, location: str, clock_at: float | None, op: tuple, k: i
     deadline = time.monotonic() + ctx.suite.settings.call_bound_s + _OPEN_TIMEOUT_S
     msg = None
     while time.monotonic() < deadline:
+        dead = not proc.is_alive()  # read before the poll: a victim may answer and exit in between
         if parent.poll(_POLL_S):
             try:
                 msg = parent.recv()
             except EOFError:
                 msg = None
             break
-        if not proc.is_alive():
+        if dead:
             break
     else:
         proc.kill()
@@ -1225,11 +1461,12 @@ CHECKS: list[tuple[str, tuple[str, ...], Callable[[Ctx], None]]] = [
     ("recovery", ("recovery-audited", "progress-preserved"), check_recovery),
     ("barrier-race", ("claim-atomic", "claim-epoch-once", "conflict-holder"), check_barrier_race),
     ("fence-race", ("progress-fenced", "heartbeat-fenced"), check_fence_race),
+    ("interleavings", ("claim-atomic", "progress-fenced", "heartbeat-fenced"), check_interleavings),
     ("split-writes", ("rows-reconciled", "recovery-audited"), check_split_writes),
     ("concurrent-boot", ("concurrent-boot",), check_concurrent_boot),
     ("handoff-policy", ("handoff-policy",), check_handoff),
 ]
-_MULTI_CHECKS = {"barrier-race", "fence-race", "split-writes", "concurrent-boot"}
+_MULTI_CHECKS = {"barrier-race", "fence-race", "interleavings", "split-writes", "concurrent-boot"}
 
 
 def list_checks() -> list[tuple[str, tuple[str, ...]]]:
@@ -1374,6 +1611,7 @@ def _run_watched(target: StoreTarget, settings: Settings,
         last = time.monotonic()
         try:
             while True:
+                dead = not proc.is_alive()  # read before the poll: the child may answer and exit in between
                 if recv.poll(_POLL_S):
                     try:
                         msg = recv.recv()
@@ -1385,7 +1623,7 @@ def _run_watched(target: StoreTarget, settings: Settings,
                             finished = True
                             break
                         continue
-                if not proc.is_alive():
+                if dead:
                     break
                 for _slot, kind, name, charged in board.in_flight():
                     bound = _OPEN_TIMEOUT_S + 5 if kind == KIND_OPEN else settings.call_bound_s

@@ -58,6 +58,7 @@ class TwoTransactionClaim(SqliteClaimStore):
 
     def claim(self, project_id: str, task_id: str, claimant: Claimant) -> Claim:
         with self._lock:
+            self._project(project_id)
             try:  # the check: a plain read, outside the write transaction
                 cur = self._central_row(self._conn(), project_id, task_id)
             except sqlite3.OperationalError as exc:
@@ -137,6 +138,7 @@ class NeverReconciled(SqliteClaimStore):
 
     def claim(self, project_id: str, task_id: str, claimant: Claimant) -> Claim:
         with self._lock:
+            self._project(project_id)
             with self._tx(self._conn(), "claim") as conn:
                 before = self._central_row(conn, project_id, task_id)
                 new = self._claim_central(conn, project_id, task_id, claimant, self._clock())

@@ -156,8 +156,8 @@ def test_a_claim_leaves_its_task_row_mirroring_it_unless_another_write_ran_meanw
     h.add("release", ["p0/t0", "n0", "a0", 1], t0=2, t1=3).claim("n1", "a0", 2, 4, 5)
     h.add("task", ["p0/t0", "n1", "a0", 2], res=row("n0", "a0", 1, 0), t0=6, t1=7)  # still the old owner's row
     assert any("does not mirror" in s for s in verdict(h)["rows-reconciled"])
-    # a reconcile of the project running meanwhile may be rewriting the row: not judged
-    h.add("reconcile", None, intent="dispatch", res={"repaired": []}, t0=5, t1=8, key="p0")
+    # a reconcile of the project that rewrote this row meanwhile: not judged
+    h.add("reconcile", None, intent="dispatch", res={"repaired": ["t0"]}, t0=5, t1=8, key="p0")
     assert "rows-reconciled" not in verdict(h)
 
 

@@ -99,6 +99,13 @@ class _Tenures:
                 run_inv = sorted(run_inv + sorted(ops, key=lambda o: o[_INV])[:2], key=lambda o: o[_INV])[:2]
                 done_best[k], inv_best[k] = run_done, run_inv
             self._later[key] = (epochs, done_best, inv_best)
+        # process -> when the nemesis killed it: a call it never finished cannot write after that
+        self.death: dict[str, float] = {}
+        for ev in getattr(facts, "events", ()):
+            if getattr(ev, "process", "") == "nemesis" and getattr(ev, "kind", "") in ("kill", "timeout-kill"):
+                target = (ev.value or {}).get("target")
+                if target:
+                    self.death[target] = min(self.death.get(target, _NEVER), ev.time)
         self.first_unknown: dict[str, list[tuple]] = {
             key: sorted(ops, key=lambda o: o[_INV])[:2] for key, ops in self.unknown_claims.items()}
 
@@ -130,6 +137,10 @@ class _Tenures:
             if op is not None and op[_INV] < t:
                 return op
         return None
+
+    def end(self, op: tuple) -> float:
+        """When a call was over: its completion, else its process's death, else never."""
+        return op[_DONE] if op[_DONE] is not None else self.death.get(op[_P], _NEVER)
 
     def ev(self, *ops: tuple) -> tuple:
         return tuple(self.facts.evidence(op) for op in ops)
@@ -442,8 +453,9 @@ def check_rows_reconciled(facts: Any) -> list[Violation]:
     repair before dispatch), and after the final reconcile every task row mirrors its central row.
 
     The first is judged on the owner's read of its task row after its claim returned, where no other call that
-    writes the row (a claim, release, recovery or reconcile by anyone, accepted or of unknown outcome) ran in
-    between: a row a concurrent call was still writing may lag, and the reconciler repairs it later."""
+    writes the row (a claim, release or recovery by anyone, accepted or of unknown outcome, or a reconcile that
+    says it repaired the row or whose outcome is unknown) ran in between: a row a concurrent call was still
+    writing may lag, and the reconciler repairs it later."""
     t = _tenures(facts)
     out = []
     writers: dict[str, list[tuple]] = defaultdict(list)
@@ -453,14 +465,17 @@ def check_rows_reconciled(facts: Any) -> list[Violation]:
         if op[_F] in ("claim", "release", "recover"):
             writers[op[_KEY]].append(op)
         elif op[_F] == "reconcile":
-            writers[f"{op[_KEY]}/"].append(op)  # a project
+            if op[_OUT] == "info":
+                writers[f"{op[_KEY]}/"].append(op)  # may have repaired any row of the project
+            for task in (op[_RES] or {}).get("repaired") or ():
+                writers[f"{op[_KEY]}/{task}"].append(op)  # it says it rewrote this row
     # per task: the writers of its row by invocation, and, per prefix, the two latest completions among them
     spans: dict[str, tuple[list[int], list[list[tuple]]]] = {}
     for key in {op[_KEY] for op in t.ops if op[_F] == "task"}:
         ws = sorted((*writers.get(key, ()), *writers.get(f"{key.partition('/')[0]}/", ())), key=lambda w: w[_INV])
         invs, latest, run = [], [], []
         for w in ws:
-            run = sorted([*run, w], key=_done, reverse=True)[:2]
+            run = sorted([*run, w], key=t.end, reverse=True)[:2]
             invs.append(w[_INV])
             latest.append(run)
         spans[key] = (invs, latest)
@@ -485,7 +500,7 @@ def check_rows_reconciled(facts: Any) -> list[Violation]:
         start, end = claim[_INV], _done(op)
         invs, latest = spans[key]
         j = bisect.bisect_left(invs, end)
-        busy = j > 0 and any(w is not claim and _done(w) > start for w in latest[j - 1])
+        busy = j > 0 and any(w is not claim and t.end(w) > start for w in latest[j - 1])
         row = (op[_RES] or {}).get("task")
         if not busy and not _row_mirrors_claim(row, claim[_RES]["claim"]):
             out.append(Violation("rows-reconciled", f"{key}: read {_tag(op)} after claim {_tag(claim)} returned saw "

@@ -146,7 +146,7 @@ class _Node:
         self.ctx.publish_tenure(None)
         project, task = key.split("/")
         if look and after is None:
-            if self.rng.random() < 0.5:
+            if self.rng.random() < 0.2:
                 self.ctx.retrying("reconcile", project, None, "dispatch", {},
                                   lambda: self.store.reconcile(project), ok_value=lambda ids: {"repaired": list(ids)})
             out = self.ctx.retrying("get", key, None, "dispatch", {}, lambda: self.store.get(project, task),

@@ -166,10 +166,15 @@ class Nemesis:
     """A seeded schedule of pauses and kills over the live workers."""
 
     def __init__(self, scenario: Any, rng: random.Random, writer: HistoryWriter, *, start_ns: int | None = None,
-                 surfaces: tuple[str, ...] = (), mutations: frozenset[str] = frozenset()):
+                 surfaces: tuple[str, ...] = (), mutations: frozenset[str] = frozenset(),
+                 kill_surfaces: frozenset[str] | None = None):
         self.sc = scenario
         # where a stop between fence check and commit breaks a non-atomic fence: the workload's mutations
         self.mutation_codes = frozenset(i for i, f in enumerate(surfaces) if f in mutations)
+        # where an aimed kill lands: the workload's `kill_surfaces` (where a kill between two commits leaves a split
+        # write), else its mutations
+        self.kill_codes = (frozenset(i for i, f in enumerate(surfaces) if f in kill_surfaces)
+                           if kill_surfaces else self.mutation_codes)
         self.rng = rng
         self.writer = writer
         start = start_ns if start_ns is not None else now_ns()
@@ -178,6 +183,7 @@ class Nemesis:
         self.pause_ns = scenario.effective_pause_ms * 1_000_000
         self.paused: list[WorkerHandle] = []
         self.strikes = {"held": 0, "missed": 0}
+        self.strike_kills: list[WorkerHandle] = []  # workers a kill strike crashed, for the orchestrator to replace
 
     def _after(self, t: int, mean_s: float) -> int | None:
         if mean_s <= 0:
@@ -188,7 +194,8 @@ class Nemesis:
     def log(self, kind: str, value: dict[str, Any]) -> None:
         self.writer.event(kind, value)
 
-    def _strike(self, workers: list[WorkerHandle], bias: float) -> tuple[WorkerHandle, int] | None:
+    def _strike(self, workers: list[WorkerHandle], bias: float,
+                aim: frozenset[int] | None = None) -> tuple[WorkerHandle, int] | None:
         """SIGSTOP a live worker and return it stopped, with the number of aimed attempts.
 
         Blind (probability 1 - `bias`): a random worker, wherever it is. Aimed: store calls
@@ -211,7 +218,8 @@ class Nemesis:
             deadline = time.monotonic() + _AIM_S
             while time.monotonic() < deadline:
                 in_call = [w for w in candidates if w.state[IN_CALL]]
-                mutating = [w for w in in_call if int(w.state[SURFACE]) in self.mutation_codes]
+                codes = self.mutation_codes if aim is None else aim
+                mutating = [w for w in in_call if int(w.state[SURFACE]) in codes]
                 # Two places a non-atomic store leaves a takeover window open: between its
                 # own steps while it runs (check, then write), and while it waits for a lock or
                 # a reply after a check made without it. Aim at either, at random.
@@ -254,6 +262,8 @@ class Nemesis:
         now = now_ns()
         killed: list[WorkerHandle] = []
         self.find_strikes(workers, now)
+        killed.extend(self.strike_kills)
+        self.strike_kills.clear()
         for w in list(self.paused):
             if w.hold is not None:
                 why = self._let_go(w, workers, now)
@@ -267,7 +277,7 @@ class Nemesis:
                 self.pause(*struck)
             self.next_pause = self._after(now, self.sc.pause_interval_s)
         if self.next_kill is not None and now >= self.next_kill:
-            struck = self._strike(workers, self.sc.kill_in_call_bias)
+            struck = self._strike(workers, self.sc.kill_in_call_bias, self.kill_codes)
             if struck is not None:
                 self.kill(struck[0], attempts=struck[1])
                 killed.append(struck[0])
@@ -280,6 +290,15 @@ class Nemesis:
             if w.paused_since is not None or w.killed or not w.alive() or not _is_stopped(w.pid):
                 continue
             st = w.state
+            if st[STRIKE] < 0:  # a kill strike: crash the worker where it stopped, if that is inside the call
+                if st[IN_CALL]:
+                    self.strikes["killed"] = self.strikes.get("killed", 0) + 1
+                    self.kill(w, strike=True, strike_mode=MODES[-int(st[STRIKE]) - 1])
+                    self.strike_kills.append(w)
+                else:
+                    self._cont(w)
+                    self.strikes["missed"] += 1
+                continue
             key = int(st[TENURE_KEY])
             if not (st[STRIKE] and st[IN_CALL] and key >= 0):
                 # landed after the call (or the timer raced its disarm): a stop of microseconds

@@ -221,7 +221,7 @@ class _Storm:
 
     def _nemesis(self, start_ns: int | None = None) -> Nemesis:
         return Nemesis(self.sc, self.rng, self.events, start_ns=start_ns, surfaces=self.surfaces,
-                       mutations=self.workload.mutations)
+                       mutations=self.workload.mutations, kill_surfaces=getattr(self.workload, "kill_surfaces", None))
 
     # -- workers ----------------------------------------------------------------------------
 

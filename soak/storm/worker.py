@@ -152,13 +152,14 @@ def worker_main(spec: WorkerSpec, state: Any, stop: Any, go: Any) -> None:
     codes = {s: i for i, s in enumerate(surface_codes(workload))}
     state[TENURE_KEY] = -1
 
-    def enter(index: int, f: str, strike: Any = None) -> None:
+    def enter(index: int, f: str, strike: Any = None, kill: bool = False) -> None:
         state[OP_INDEX] = index
         state[SURFACE] = codes.get(f, 0)
         state[SINCE_NS] = time.monotonic_ns()
         state[IN_CALL] = 1
         if strike is not None:
-            state[STRIKE] = 1 + MODES.index(strike[1])
+            # the mode, negative where the nemesis is to kill the worker at the stop instead of holding it
+            state[STRIKE] = (1 + MODES.index(strike[1])) * (-1 if kill else 1)
             timer.arm(strike)
 
     def leave() -> None:

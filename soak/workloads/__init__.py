@@ -63,6 +63,9 @@ class Workload(Protocol):
     surfaces: tuple[str, ...]
     #: the surfaces that change store state under the fence: where the nemesis aims its stops
     mutations: frozenset[str]
+    #: optional: where the nemesis aims its kills (default: `mutations`), e.g. calls that commit twice, where a kill
+    #: between the commits leaves a split write
+    kill_surfaces: frozenset[str]
     #: the quorum counters it counts (a scenario may set a threshold on these and on the nemesis's own)
     quorum_keys: tuple[str, ...]
     #: its scenario keys: a frozen dataclass whose defaults are its root preset's (a dict field is a table)

@@ -75,7 +75,7 @@ class WorkerContext:
     scenario: Scenario
     process: str
     should_stop: Callable[[], bool]
-    enter_call: Callable[..., None] = lambda index, f, strike=None: None
+    enter_call: Callable[..., None] = lambda index, f, strike=None, kill=False: None
     leave_call: Callable[[], None] = lambda: None
     #: publish the tenure this worker holds: (run id or None, epoch, latest monotonic ns it can expire)
     publish_tenure: Callable[..., None] = lambda key, epoch=0, expires_ns=0: None
@@ -92,21 +92,24 @@ class WorkerContext:
     #: its own shared records there (the claims workload's node health registry)
     workdir: str = ""
     _strike: bool = False
+    _strike_kill: bool = False
     _durations: dict[str, deque[int]] = field(default_factory=dict)
 
     def next_tag(self) -> str:
         """The tag the next invoke will carry (`process#index`)."""
         return f"{self.process}#{self.writer.next_index()}"
 
-    def strike_next_call(self) -> None:
+    def strike_next_call(self, kill: bool = False) -> None:
         """Have the next store call struck: the worker stops itself at a random point inside it.
 
         The point is a random boundary between two steps of the store's code, or a random
         instant (see `soak.storm.strike`); one after the call returned is a miss the nemesis
         lets go at once. The nemesis holds a stop that landed inside the call past the lease
-        (see `soak.storm.nemesis`). Nothing where strikes are unavailable.
+        (see `soak.storm.nemesis`), or, with `kill`, kills the worker there (a crash between two
+        steps of the call: between two commits, a split write). Nothing where strikes are unavailable.
         """
         self._strike = self.can_strike
+        self._strike_kill = kill and self.can_strike
 
     def _strike_plan(self, f: str) -> Any:
         """One strike of a call of surface `f` (see `soak.storm.strike`): mode step five times in six.
@@ -139,12 +142,18 @@ class WorkerContext:
         indeterminate (`info`, with the message): it may or may not have applied.
         """
         index = self.writer.invoke(f, run, self.encode_lease(lease), intent, value)
-        strike = None
+        strike, kill = None, False
         if self._strike:
             self._strike = False
             strike = self._strike_plan(f)
+            kill, self._strike_kill = self._strike_kill, False
+            if kill:  # a random instant of the call (a step count learnt from calls that return is never learnt
+                strike = strike._replace(mode="kernel")  # from calls that are killed)
         started = time.perf_counter_ns()
-        self.enter_call(index, f, strike)
+        if kill:
+            self.enter_call(index, f, strike, True)
+        else:
+            self.enter_call(index, f, strike)
         try:
             result = call()
         except StoreError as exc:

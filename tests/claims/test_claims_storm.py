@@ -16,11 +16,12 @@ from soak.storm import run_storm
 from tests.claim_stores import BROKEN
 
 QUICK = {"claims_won": 20, "conflicts": 10, "progress": 40, "recoveries": 3, "aborts": 3, "probes": 5, "pauses": 3,
-         "kills": 1}
+         "stale_sweeps": 15, "kills": 1}
 
 
 def storm(tmp_path: Path, spec: str, *, seed: int = 7, quorum=None, **changes):
-    sc = load_scenario("claims").replace(seed=seed, quorum=quorum or QUICK, time_bound_s=40.0, **changes)
+    changes.setdefault("time_bound_s", 40.0)
+    sc = load_scenario("claims").replace(seed=seed, quorum=quorum or QUICK, **changes)
     run_dir = tmp_path / "run"
     info = run_storm(sc, resolve(spec, kind="claims"), run_dir, progress=False)
     return info, check_run(run_dir), run_dir
@@ -58,5 +59,33 @@ def test_a_correct_claim_store_passes_and_the_storm_shows_the_nemesis_at_work(tm
 def test_a_broken_claim_store_fails_naming_its_clause(tmp_path: Path, bug: str):
     info, verdict, _ = storm(tmp_path, f"tests.claim_stores:open_broken?bug={bug}")
     clause = BROKEN[bug][1]
+    assert verdict.result == "fail", (info.status, verdict.reasons)
+    assert clause in verdict.clauses, (clause, Counter(v.clause for v in verdict.violations))
+
+
+def test_the_reference_claim_store_passes_with_split_writes_repaired(tmp_path: Path):
+    info, verdict, run_dir = storm(tmp_path, "sqlite:", quorum={**QUICK, "splits_repaired": 1, "kills": 3})
+    assert info.status == "quorum", info.quorum_reached
+    assert verdict.result == "pass", (verdict.reasons, [v.statement for v in verdict.violations[:3]])
+    assert info.quorum_reached["splits_repaired"] >= 1
+    exercised = verdict.stats["exercised"]
+    for clause in ("claim-epoch-once", "conflict-holder", "heartbeat-fenced", "progress-fenced",
+                   "claim-lease-protected", "recovery-audited", "progress-preserved", "rows-reconciled"):
+        assert exercised.get(clause, 0) > 0, (clause, exercised)
+
+
+def _mutants() -> list[str]:
+    from soak.claims.mutants import CLAIM_MUTANTS
+
+    return sorted(CLAIM_MUTANTS)
+
+
+@pytest.mark.parametrize("mutant", _mutants())
+def test_every_claim_store_mutant_fails_its_storm_naming_its_clause(tmp_path: Path, mutant: str):
+    from soak.claims.mutants import CLAIM_MUTANTS
+
+    info, verdict, _ = storm(tmp_path, f"mutant:{mutant}", seed=11, time_bound_s=45.0,
+                             quorum={**QUICK, "splits_repaired": 1})
+    clause = CLAIM_MUTANTS[mutant].clause
     assert verdict.result == "fail", (info.status, verdict.reasons)
     assert clause in verdict.clauses, (clause, Counter(v.clause for v in verdict.violations))

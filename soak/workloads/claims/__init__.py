@@ -31,6 +31,10 @@ MUTATIONS: tuple[str, ...] = ("claim", "heartbeat", "release", "record_progress"
 def counts_of(f: str, intent: str, outcome: str, error: str | None, args: dict[str, Any],
               result: dict[str, Any]) -> list[tuple[str, int]]:
     """The quorum counters one operation adds to: the one reading the storm's tailer and the checker share."""
+    if intent == "stale" and outcome in ("ok", "fail"):  # the harness's sweep of a dead epoch (accepted: judged)
+        refused = outcome == "fail" and error == "CheckoutConflictError"
+        return [("stale_sweeps", 1)] + ([("stale_refusals", 1)] if refused else []) + (
+            [("stale_progress", 1)] if refused and f == "record_progress" else [])
     if outcome == "ok":
         if f == "claim":
             epoch = (result.get("claim") or {}).get("epoch")
@@ -49,8 +53,6 @@ def counts_of(f: str, intent: str, outcome: str, error: str | None, args: dict[s
     if outcome == "fail" and error == "CheckoutConflictError":
         if f == "claim" and intent == "claim":
             return [("conflicts", 1)]
-        if intent == "stale":  # the harness's sweep of a dead epoch
-            return [("stale_refusals", 1)] + ([("stale_progress", 1)] if f == "record_progress" else [])
         if f == "heartbeat" or (f == "claim" and intent == "renew"):
             return [("aborts", 1)]
         if f == "record_progress":
@@ -102,6 +104,8 @@ class ClaimsWorkload(SimpleWorkload):
     store_kind = "claims"
     surfaces = SURFACES
     mutations = frozenset(MUTATIONS)
+    #: a claim, release or recovery commits the central row, then the task row: a kill between is a split write
+    kill_surfaces = frozenset(("claim", "release", "recover"))
     quorum_keys = QUORUM_KEYS
     options = ClaimsOptions
     option_schema = SCHEMA

@@ -25,7 +25,8 @@ QUORUM_KEYS: tuple[str, ...] = (
     "recoveries",     # recoveries of an unreachable owner's task accepted
     "aborts",         # a returning owner's heartbeat or progress write refused: it aborted before writing on
     "stale_progress", # progress writes of a superseded owner refused
-    "stale_refusals", # calls of the harness's sweep of a dead epoch refused
+    "stale_sweeps",   # calls of the harness's sweep of a dead epoch that completed (whatever the answer)
+    "stale_refusals", # ... and were refused
     "probes",         # recoveries asked of a claim within its lease (whatever the store answered)
     "probes_refused", # ... and refused
     "splits_repaired",  # task rows a reconcile repaired (a split write found and fixed)
@@ -33,7 +34,7 @@ QUORUM_KEYS: tuple[str, ...] = (
 )
 
 DEFAULT_QUORUM = {"claims_won": 40, "conflicts": 40, "recoveries": 5, "aborts": 5, "splits_repaired": 1,
-                  "progress": 100, "probes": 10, "pauses": 5, "kills": 3}
+                  "progress": 100, "probes": 10, "stale_sweeps": 30, "pauses": 5, "kills": 3}
 
 
 @dataclass(frozen=True)
@@ -56,6 +57,9 @@ class ClaimsOptions:
     #: the chance a working agent's next call is struck (stopped inside it and held past the lease; at most one
     #: strike per node every 8 ttls)
     strike_prob: float = 0.2
+    #: about every this many seconds a node's next claim or release is crashed at a random step inside it (a kill
+    #: strike; between its central commit and its task-row write it leaves a split write); 0 disables
+    split_kill_interval_s: float = 1.5
 
     def keys(self) -> list[str]:
         return [f"p{p}/t{t}" for p in range(self.projects) for t in range(self.tasks)]
@@ -81,6 +85,7 @@ SCHEMA: dict[str, tuple[Any, str]] = {
     "offline_after_ms": int_key(0),
     "strike_prob": number_key(0, 1),
     "probe_prob": number_key(0, 1),
+    "split_kill_interval_s": number_key(0),
 }
 TABLES: dict[str, tuple[tuple[str, ...], Any, str]] = {}
 

@@ -72,6 +72,7 @@ class _Node:
         self.monitor = NodeHealthMonitor(NodeRegistry(os.path.join(workdir, NODES_DIR)),
                                          self.opt.offline_after_s(self.sc.lease_ttl_ms))
         self.last_beat = self.last_sweep = self.last_strike = 0.0
+        self.last_split = time.monotonic()
 
     # -- the loop -------------------------------------------------------------------------
 
@@ -160,6 +161,7 @@ class _Node:
                 return
         me = self.claimant(agent)
         value = {"node": me.node_id, "agent": me.agent_id, "run": me.run_id, "look": look, "dispatch": after}
+        self.maybe_split()
         started = time.monotonic()
         out = self.ctx.retrying("claim", key, None, "claim", value,
                                 lambda: self.store.claim(project, task, me), ok_value=_claim_value)
@@ -304,10 +306,20 @@ class _Node:
     def release(self, agent: _Agent) -> None:
         project, task = agent.key.split("/")
         me, epoch = self.claimant(agent), agent.epoch
+        self.maybe_split()
         self.ctx.retrying("release", agent.key, self.lease(agent), "live", {},
                           lambda: self.store.release(project, task, me, epoch))
         agent.key = None  # released, refused or unknown: the agent lets the task go either way
         self.ctx.publish_tenure(None)
+
+    def maybe_split(self) -> None:
+        """Now and then (`split_kill_interval_s`) have the next call, which commits the central row and then the
+        task row, crashed at a random step inside it: between the two commits it leaves a split write."""
+        every = self.opt.split_kill_interval_s
+        now = time.monotonic()
+        if every > 0 and now - self.last_split > every * self.rng.uniform(0.5, 1.5):
+            self.last_split = now
+            self.ctx.strike_next_call(kill=True)
 
     def sleep(self, seconds: float) -> None:
         end = time.monotonic() + seconds

@@ -16,6 +16,8 @@ from soak.claims.oracle import ClaimsOracle
 
 class LockedFileClaims:
     injectable_clock = False
+    #: the oracle class a fresh location starts with (the broken variants below change one rule of it)
+    oracle = ClaimsOracle
 
     def __init__(self, location: str, *, lease_ttl_ms: int) -> None:
         self.lease_ttl_ms = int(lease_ttl_ms)
@@ -29,7 +31,7 @@ class LockedFileClaims:
                 with open(self._path, "rb") as fh:
                     oracle = pickle.load(fh)
             except FileNotFoundError:
-                oracle = ClaimsOracle(self.lease_ttl_ms / 1000.0)
+                oracle = self.oracle(self.lease_ttl_ms / 1000.0)
             oracle.ttl_s = self.lease_ttl_ms / 1000.0
             result = getattr(oracle, name)(*args, time.time()) if timed else getattr(oracle, name)(*args)
             tmp = f"{self._path}.{os.getpid()}"
@@ -150,24 +152,7 @@ BROKEN = {"epoch-reset": (_EpochReset, "claim-epoch-step"), "renew-bumps": (_Ren
 class BrokenLockedFileClaims(LockedFileClaims):
     def __init__(self, location: str, *, lease_ttl_ms: int, bug: str) -> None:
         super().__init__(location, lease_ttl_ms=lease_ttl_ms)
-        self._cls = BROKEN[bug][0]
-
-    def _do(self, name, *args, timed=False):
-        fcntl.flock(self._lock, fcntl.LOCK_EX)
-        try:
-            try:
-                with open(self._path, "rb") as fh:
-                    oracle = pickle.load(fh)
-            except FileNotFoundError:
-                oracle = self._cls(self.lease_ttl_ms / 1000.0)
-            result = getattr(oracle, name)(*args, time.time()) if timed else getattr(oracle, name)(*args)
-            tmp = f"{self._path}.{os.getpid()}"
-            with open(tmp, "wb") as fh:
-                pickle.dump(oracle, fh)
-            os.replace(tmp, self._path)
-            return result
-        finally:
-            fcntl.flock(self._lock, fcntl.LOCK_UN)
+        self.oracle = BROKEN[bug][0]
 
 
 def open_broken(location: str, *, lease_ttl_ms: int, bug: str) -> BrokenLockedFileClaims:

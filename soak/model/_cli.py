@@ -51,16 +51,20 @@ def run_cli(args: argparse.Namespace) -> int:
     started = time.monotonic()
     outcome = check_model(target, settings=chosen, clock=args.clock)
     took = time.monotonic() - started
-    facts = "".join(f"\n  {line}" for line in _facts(outcome))
+    return _print_outcome(outcome, target.spec, took, "".join(f"\n  {line}" for line in _facts(outcome)),
+                          f"{chosen.max_examples} programs of up to {chosen.stateful_step_count} steps")
+
+
+def _print_outcome(outcome: object, spec: str, took: float, facts: str, what: str) -> int:
+    """Print a model run's outcome (pass, inconclusive, or the failure with its minimal program); its exit code."""
     if outcome.passed:
-        print(f"soak model: pass: {chosen.max_examples} programs of up to {chosen.stateful_step_count} steps "
-              f"against {target.spec} in {took:.1f} s{facts}")
+        print(f"soak model: pass: {what} against {spec} in {took:.1f} s{facts}")
         return 0
     if outcome.inconclusive:
-        print(f"soak model: INCONCLUSIVE against {target.spec} ({took:.1f} s): {outcome.reason}{facts}")
+        print(f"soak model: INCONCLUSIVE against {spec} ({took:.1f} s): {outcome.reason}{facts}")
         sys.stdout.flush()
         return 3
-    print(f"soak model: FAIL against {target.spec} ({took:.1f} s): {outcome.error}{facts}")
+    print(f"soak model: FAIL against {spec} ({took:.1f} s): {outcome.error}{facts}")
     if outcome.program:
         print("minimal failing program:")
         for line in outcome.program:
@@ -80,18 +84,5 @@ def _run_claims(args: argparse.Namespace) -> int:
     took = time.monotonic() - started
     facts = (f"\n  clock: {outcome.clock_reason} (ttl {outcome.lease_ttl_ms} ms)"
              f"\n  busy: {outcome.busy_retries} StoreBusyError answer(s) retried")
-    if outcome.passed:
-        print(f"soak model: pass: {chosen.max_examples} claim programs of up to {chosen.stateful_step_count} steps "
-              f"against {target.spec} in {took:.1f} s{facts}")
-        return 0
-    if outcome.inconclusive:
-        print(f"soak model: INCONCLUSIVE against {target.spec} ({took:.1f} s): {outcome.reason}{facts}")
-        sys.stdout.flush()
-        return 3
-    print(f"soak model: FAIL against {target.spec} ({took:.1f} s): {outcome.error}{facts}")
-    if outcome.program:
-        print("minimal failing program:")
-        for line in outcome.program:
-            print("    " + line)
-    sys.stdout.flush()
-    return 1
+    return _print_outcome(outcome, target.spec, took, facts,
+                          f"{chosen.max_examples} claim programs of up to {chosen.stateful_step_count} steps")

@@ -204,8 +204,11 @@ class _Node:
                                 ok_value=lambda row: {"task": task_json(row)})
         if not out.ok or probe:
             return
-        self.beat(force=True)  # this node is alive: it is acting
+        self.beat(force=True)
         health_now = {n: h.value for n, h in self.monitor.snapshot().items()}
+        # this node is alive: it is acting (a pause between its beat and the snapshot must not make it read offline
+        # to itself); the policy decides among the others
+        health_now[self.node] = "online"
         if decision.dispatch_to == "local":
             to = self.node
         else:

@@ -6,6 +6,10 @@ checker alone decides each storm (black box: it is never told which mutant it ju
 reference store then gets `runs` storms of the same scenario, which must pass: a `fail` there
 is a false positive. The result is a `SelftestReport` and, on the command line, a table.
 
+`claims_selftest` does the same for the claims workload (`--workload claims`): every claim store mutant
+(`soak.claims.mutants`) must be caught by the claims storm and by claims conformance, each naming the
+mutant's own clause, in every one of `runs` tries; the reference claim store must pass both.
+
 Time to the first violation is measured on the history clock from the storm's start to the
 moment the earliest violation was fully evidenced (the last completion among its cited
 operations); without evidence times, the storm's whole length stands in.
@@ -26,11 +30,15 @@ from typing import Any
 from soak.errors import HarnessError, StoreSpecError
 
 __all__ = [
+    "ClaimMutantResult",
+    "ClaimReferenceResult",
+    "ClaimsSelftestReport",
     "MutantResult",
     "ReferenceResult",
     "SelftestReport",
     "SelftestUsageError",
     "StormOutcome",
+    "claims_selftest",
     "configure_parser",
     "run_cli",
     "selftest",
@@ -204,8 +212,9 @@ def _first_violation_s(verdict: Any, started_ns: int, fallback_s: float) -> floa
     return fallback_s if best is None else round((best - started_ns) / 1e9, 3)
 
 
-def storm_once(scenario: Any, spec: str, run_dir: Path) -> StormOutcome:
-    """Run one storm of `scenario` against `spec` in `run_dir` and let the checker judge it."""
+def storm_once(scenario: Any, spec: Any, run_dir: Path) -> StormOutcome:
+    """Run one storm of `scenario` against `spec` (a spec or a resolved `StoreTarget`) in `run_dir` and
+    let the checker judge it."""
     from soak.check import check_run
     from soak.check.verdict import Verdict
     from soak.storm.orchestrator import run_storm
@@ -319,15 +328,236 @@ def selftest(
     return report
 
 
+# -- the claims workload ----------------------------------------------------------------------
+
+#: The claims self-test's storms: the claims preset, bounded so a mutant that blocks a quorum item ends (its
+#: verdict must still be fail).
+CLAIMS_OVERRIDES: dict[str, Any] = {"time_bound_s": 45.0}
+
+
+def _ratio(hits: Sequence[bool]) -> str:
+    return f"{sum(hits)}/{len(hits)}" if hits else "-"
+
+
+@dataclass(slots=True)
+class ClaimMutantResult:
+    """One claim store mutant: each storm and each conformance run, and whether it named the mutant's clause."""
+
+    name: str
+    clause: str
+    summary: str
+    storms: list[StormOutcome] = field(default_factory=list)
+    #: per conformance run: the clauses it failed
+    conformance: list[tuple[str, ...]] = field(default_factory=list)
+    conformance_s: list[float] = field(default_factory=list)
+
+    @property
+    def storm_caught(self) -> list[bool]:
+        """Per storm: verdict fail naming the mutant's own clause."""
+        return [s.verdict == "fail" and self.clause in s.clauses for s in self.storms]
+
+    @property
+    def conformance_caught(self) -> list[bool]:
+        """Per conformance run: its own clause among the failed ones."""
+        return [self.clause in failed for failed in self.conformance]
+
+    @property
+    def escaped(self) -> bool:
+        """True when a storm or a conformance run did not name the mutant's clause."""
+        return not all(self.storm_caught) or not all(self.conformance_caught)
+
+    @property
+    def median_s(self) -> float | None:
+        """Median seconds from a catching storm's start to its first violation."""
+        times = [s.first_violation_s for s, hit in zip(self.storms, self.storm_caught, strict=True)
+                 if hit and s.first_violation_s is not None]
+        return statistics.median(times) if times else None
+
+
+@dataclass(slots=True)
+class ClaimReferenceResult:
+    """The reference claim store: its storms and conformance runs, which must all pass."""
+
+    spec: str
+    storms: list[StormOutcome] = field(default_factory=list)
+    conformance: list[str] = field(default_factory=list)  # per run: its verdict
+
+    @property
+    def false_alarm(self) -> bool:
+        return any(s.verdict == "fail" for s in self.storms) or "fail" in self.conformance
+
+    @property
+    def inconclusive(self) -> bool:
+        return any(s.verdict == "inconclusive" for s in self.storms) or "inconclusive" in self.conformance
+
+
+@dataclass(slots=True)
+class ClaimsSelftestReport:
+    """The claims self-test: every claim mutant's and reference store's results, and the exit code they imply."""
+
+    runs: int
+    scenario: str
+    out_root: str
+    mutants: list[ClaimMutantResult] = field(default_factory=list)
+    references: list[ClaimReferenceResult] = field(default_factory=list)
+    elapsed_s: float = 0.0
+
+    @property
+    def escaped(self) -> list[str]:
+        return [m.name for m in self.mutants if m.escaped]
+
+    @property
+    def false_positives(self) -> list[str]:
+        return [r.spec for r in self.references if r.false_alarm]
+
+    @property
+    def exit_code(self) -> int:
+        """1 on an escape or a reference fail; 3 when a reference run was inconclusive; else 0."""
+        if self.escaped or self.false_positives:
+            return EXIT_FAIL
+        if any(r.inconclusive for r in self.references):
+            return EXIT_INCONCLUSIVE
+        return EXIT_PASS
+
+    def rows(self) -> list[dict[str, str]]:
+        out = []
+        for m in self.mutants:
+            med = m.median_s
+            seen = sorted({c for s in m.storms for c in s.clauses} | {c for f in m.conformance for c in f})
+            out.append({"mutant": m.name, "clause": m.clause, "storm": _ratio(m.storm_caught),
+                        "conformance": _ratio(m.conformance_caught),
+                        "median_s": "-" if med is None else f"{med:.1f}", "seen": ", ".join(seen) or "-"})
+        return out
+
+    def table(self) -> str:
+        rows = self.rows()
+        cols = ["mutant", "clause", "storm", "conformance", "median_s", "seen"]
+        heads = {"storm": "storm caught", "conformance": "conformance caught",
+                 "median_s": "median s to 1st violation", "seen": "clauses seen failing"}
+        widths = {c: max([len(heads.get(c, c))] + [len(r[c]) for r in rows]) for c in cols}
+        lines = ["  ".join(heads.get(c, c).ljust(widths[c]) for c in cols).rstrip()]
+        lines += ["  ".join(r[c].ljust(widths[c]) for c in cols).rstrip() for r in rows]
+        for r in self.references:
+            n = len(r.storms)
+            passed = sum(s.verdict == "pass" for s in r.storms)
+            notes = sorted({s.note for s in r.storms if s.verdict != "pass" and s.note})
+            conf = ", ".join(r.conformance) or "not run"
+            lines.append(f"reference {r.spec}  storm pass {passed}/{n}, conformance {conf}"
+                         + (f" ({notes[0]})" if notes else ""))
+        verdict = {EXIT_PASS: "PASS", EXIT_FAIL: "FAIL", EXIT_INCONCLUSIVE: "INCONCLUSIVE"}[self.exit_code]
+        parts = []
+        if self.escaped:
+            parts.append("escaped: " + ", ".join(self.escaped))
+        if self.false_positives:
+            parts.append("false alarms on: " + ", ".join(self.false_positives))
+        lines.append(f"selftest: {verdict} in {self.elapsed_s:.0f} s (claims workload, {self.runs} run(s) each, "
+                     f"scenario {self.scenario})" + (f"; {'; '.join(parts)}" if parts else ""))
+        return "\n".join(lines)
+
+    def to_dict(self) -> dict[str, Any]:
+        def mutant(m: ClaimMutantResult) -> dict[str, Any]:
+            d = asdict(m)
+            d.update(storm_caught=m.storm_caught, conformance_caught=m.conformance_caught, escaped=m.escaped,
+                     median_first_violation_s=m.median_s)
+            return d
+
+        return {"workload": "claims", "runs": self.runs, "scenario": self.scenario, "out_root": self.out_root,
+                "elapsed_s": round(self.elapsed_s, 3), "exit_code": self.exit_code, "escaped": self.escaped,
+                "false_positives": self.false_positives, "mutants": [mutant(m) for m in self.mutants],
+                "references": [asdict(r) for r in self.references]}
+
+
+def claims_selftest(
+    runs: int = 1,
+    mutants: Sequence[str] | None = None,
+    reference: Sequence[str] = ("sqlite:",),
+    scenario: str = "claims",
+    out_root: str | Path | None = None,
+    progress: Callable[[str], None] | None = None,
+    *,
+    conformance: bool = True,
+    overrides: dict[str, Any] | None = None,
+) -> ClaimsSelftestReport:
+    """`runs` claims storms and `runs` claims conformance runs per claim mutant, each of which must name the
+    mutant's own clause; the same per reference claim store, which must pass. Storms run one at a time under
+    `CLAIMS_OVERRIDES` (then `overrides`); run directories land under `out_root`."""
+    from soak.claims.conformance import run_claims_conformance
+    from soak.claims.mutants import CLAIM_MUTANTS
+    from soak.scenario import load_scenario
+    from soak.stores import resolve
+
+    if runs < 1:
+        raise SelftestUsageError(f"--runs {runs} runs no storm; use 1 or more")
+    names = list(CLAIM_MUTANTS) if mutants is None else list(mutants)
+    unknown = [n for n in names if n not in CLAIM_MUTANTS]
+    if unknown:
+        raise StoreSpecError(f"no claim store mutant {unknown[0]!r}; use one of {', '.join(CLAIM_MUTANTS)}")
+    refs = []
+    for spec in reference:
+        target = resolve(spec, kind="claims")
+        if target.single_process:
+            raise StoreSpecError(f"reference claim store {spec} lives inside one process and cannot be stormed; "
+                                 "use sqlite: or a networked claim store")
+        refs.append((spec, target))
+    sc = load_scenario(scenario, {**CLAIMS_OVERRIDES, **(overrides or {})})
+    if sc.workload != "claims":
+        raise SelftestUsageError(f"scenario {scenario} is a {sc.workload} scenario; the claims self-test needs a "
+                                 "claims one (default: claims)")
+    root = Path(out_root) if out_root is not None else _default_root()
+    root.mkdir(parents=True, exist_ok=True)
+    say = progress or (lambda _msg: None)
+    report = ClaimsSelftestReport(runs, sc.name, str(root))
+    t0 = time.monotonic()
+
+    def clauses(found: Iterable[str]) -> str:
+        found = list(found)
+        return f" ({', '.join(found)})" if found else ""
+
+    for name in names:
+        m = CLAIM_MUTANTS[name]
+        spec = f"mutant:{name}"
+        result = ClaimMutantResult(name, m.clause, m.summary)
+        for k in range(runs):
+            outcome = storm_once(sc, resolve(spec, kind="claims"), root / name / f"run{k + 1}")
+            result.storms.append(outcome)
+            say(f"{name}: storm {k + 1}/{runs} {outcome.status} -> {outcome.verdict}{clauses(outcome.clauses)} "
+                f"in {outcome.seconds:.1f} s")
+            if conformance:
+                c0 = time.monotonic()
+                failed = tuple(sorted(run_claims_conformance(spec).failed_clauses()))
+                result.conformance.append(failed)
+                result.conformance_s.append(round(time.monotonic() - c0, 3))
+                say(f"{name}: conformance {k + 1}/{runs} {'caught' if failed else 'passed'}{clauses(failed)} "
+                    f"in {result.conformance_s[-1]:.1f} s")
+        report.mutants.append(result)
+    for spec, target in refs:
+        ref = ClaimReferenceResult(spec)
+        for k in range(runs):
+            outcome = storm_once(sc, target, root / f"reference-{_slug(spec)}" / f"run{k + 1}")
+            ref.storms.append(outcome)
+            say(f"reference {spec} storm {k + 1}/{runs} {outcome.status} -> {outcome.verdict}"
+                f"{clauses(outcome.clauses)} in {outcome.seconds:.1f} s")
+            if conformance:
+                ref.conformance.append(run_claims_conformance(spec).verdict)
+                say(f"reference {spec} conformance {k + 1}/{runs} -> {ref.conformance[-1]}")
+        report.references.append(ref)
+    report.elapsed_s = time.monotonic() - t0
+    return report
+
+
 # -- command line ---------------------------------------------------------------------------
 
 def configure_parser(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--workload", choices=("runs", "claims"), default="runs",
+                        help="which mutant catalogue (default runs; claims: the claim store mutants, each caught "
+                             "by the claims storm and claims conformance naming its own clause)")
     parser.add_argument("--runs", type=int, default=1, metavar="R", help="storms per mutant and per reference (default 1)")
     parser.add_argument("--mutant", action="append", metavar="NAME", dest="mutants",
                         help="only this mutant (repeatable; default: every mutant)")
     parser.add_argument("--reference", action="append", metavar="SPEC",
                         help="reference store that must pass (repeatable; default: sqlite:)")
-    parser.add_argument("--scenario", default="smoke", metavar="NAME|PATH", help="storm scenario (default: smoke)")
+    parser.add_argument("--scenario", default=None, metavar="NAME|PATH",
+                        help="storm scenario (default: smoke; claims: the claims preset, time bound 45 s)")
     parser.add_argument("--no-conformance", action="store_true", help="skip the conformance suite")
     parser.add_argument("--out", metavar="DIR", help="where run directories go (default: reports/<stamp>-selftest/)")
     parser.add_argument("--json", metavar="FILE", help="also write the report as JSON to FILE")
@@ -341,11 +571,12 @@ def run_cli(args: argparse.Namespace) -> int:
     if args.json and not Path(args.json).parent.is_dir():  # refuse before the storms, not after them
         raise SelftestUsageError(f"--json {args.json}: no directory {Path(args.json).parent}; pass a FILE in an "
                                  "existing directory")
-    report = selftest(
+    run = claims_selftest if args.workload == "claims" else selftest
+    report = run(
         runs=args.runs,
         mutants=args.mutants,
         reference=tuple(args.reference or ("sqlite:",)),
-        scenario=args.scenario,
+        scenario=args.scenario or ("claims" if args.workload == "claims" else "smoke"),
         out_root=args.out,
         progress=None if args.quiet else say,
         conformance=not args.no_conformance,

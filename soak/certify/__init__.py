@@ -15,6 +15,10 @@ of it, so the certificate (and `soak certify`) shows which suite exercised which
 certificate says what was observed ("no violations observed"), not that the store is correct.
 docs/certify.md explains how to read one.
 
+`certify(spec, workload="claims", ...)` certifies a task claim store (CONTRACT section 2) the same
+way over the claim clauses, with the claims conformance suite, the claims model and the `claims`
+storm preset; each workload's clauses, suites and profiles are its plan (`_plan.WORKLOADS`).
+
 `verify_certificate(path)` re-hashes every file the certificate lists and the installed soak
 suite, so a stored certificate can be checked later (`soak certify --verify`).
 

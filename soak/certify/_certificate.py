@@ -32,10 +32,10 @@ from soak.certify._files import (
     suite_digest,
 )
 from soak.certify._judge import ClauseResult, judge
-from soak.certify._plan import FULL, INCONCLUSIVE, NOT_CLAIMED, PASS, QUICK, profile_named
+from soak.certify._plan import INCONCLUSIVE, NA, NOT_CLAIMED, NOT_EXERCISED, PASS, workload_named
 from soak.certify._render import render_html
 from soak.certify._sources import STORM_CLAUSES, one_line
-from soak.clauses import CLAUSES, LIVENESS_CLAUSES
+from soak.clauses import CLAIM_CLAUSES, LIVENESS_CLAUSES
 from soak.errors import HarnessError, StoreSpecError, save_traceback
 from soak.retry import BusyCount
 from soak.stores import StoreTarget, redact, resolve
@@ -94,7 +94,8 @@ def environment_manifest(target: StoreTarget) -> dict[str, Any]:
 def certify(
     store: str | StoreTarget,
     *,
-    profile: str = "fenced",
+    profile: str | None = None,
+    workload: str = "runs",
     out_dir: str | os.PathLike[str],
     quick: bool = False,
     seed: int | None = None,
@@ -102,7 +103,8 @@ def certify(
     log: Callable[[str], None] | None = None,
     progress: bool = False,
 ) -> dict[str, Any]:
-    """Certify one store under `profile`; write the certificate into `out_dir` and return it.
+    """Certify one store of `workload` (`runs`: CONTRACT section 1, `claims`: section 2) under `profile`
+    (default the workload's first); write the certificate into `out_dir` and return it.
 
     The returned dict is what `certificate.json` holds; its `result` is `pass` only when every
     clause the profile requires was exercised and passed, and no claimed clause failed.
@@ -111,9 +113,14 @@ def certify(
     from soak import __version__
 
     say = log or (lambda _msg: None)
-    chosen = profile_named(profile)
-    target = store if isinstance(store, StoreTarget) else resolve(store)
-    if target.single_process:
+    work = workload_named(workload)
+    chosen = work.profile(profile)
+    profile = chosen.name
+    target = store if isinstance(store, StoreTarget) else resolve(store, kind=work.name)
+    if target.kind != work.name:
+        raise StoreSpecError(f"{redact(target.spec)} is a {target.kind} store target; certifying the {work.name} "
+                             f"workload needs resolve(spec, kind={work.name!r})")
+    if target.single_process and work.name == "runs":
         raise StoreSpecError(
             f"store {target.spec} lives inside one process; certification needs a store that many "
             "processes open over one location: use sqlite: or your own package.module:callable"
@@ -127,11 +134,14 @@ def certify(
     if out.exists() and any(out.iterdir()):
         raise CertifyError(f"output directory {out} already exists and is not empty; pass a new --out DIR")
     out.mkdir(parents=True, exist_ok=True)
-    plan = QUICK if quick else FULL
-    claimed = chosen.claimed()
+    plan = work.quick if quick else work.full
+    claimed = chosen.claimed(work.clauses)
     started = time.monotonic()
     probe_busy = BusyCount()
-    declared, clock_detail = _suites.probe_clock(target, probe_busy)
+    if work.name == "runs":
+        declared, clock_detail = _suites.probe_clock(target, probe_busy)
+    else:  # the claims suites read the store's clock declaration themselves (shown once they have run)
+        declared, clock_detail = None, ""
     components: dict[str, Any] = {}
     seeds: dict[str, Any] = {}
     sources: dict[str, Any] = {}
@@ -152,7 +162,63 @@ def certify(
             sources[suite] = {c: [(INCONCLUSIVE, why, None)] for c in speaks_of}
             return None
 
-    # Conformance, the model and the boot storm, then the storm with its checker and report.
+    storm_dir = out / STORM_DIR
+    if work.name == "claims":
+        clock_detail = _certify_claims(run, target, plan, claimed, storm_dir, seed, time_bound_s, say, progress,
+                                       components, sources, choices, seeds)
+    else:
+        _certify_runs(run, target, plan, profile, claimed, declared, storm_dir, seed, time_bound_s, say, progress,
+                      components, sources, choices, seeds)
+
+    verdict = judge(chosen, sources, choices, clauses=work.clauses, suites=work.suites)
+    results: dict[str, ClauseResult] = verdict["clauses"]
+    digest, n_files = suite_digest()
+    cert: dict[str, Any] = {
+        "format": FORMAT,
+        "result": verdict["result"],
+        "statement": verdict["statement"],
+        "violated": verdict["violated"],
+        "not_exercised": verdict["not_exercised"],
+        "optional_not_exercised": verdict["optional_not_exercised"],
+        "required_failed": [c for c in chosen.required if results[c].result != PASS],
+        "profile": profile,
+    }
+    if work.name != "runs":  # a run-store certificate stays as it always was
+        cert["workload"] = work.name
+    cert.update({
+        "profile_clauses": {"summary": chosen.summary, "required": list(chosen.required),
+                            "optional": dict(chosen.optional), "choices": list(chosen.choices),
+                            "not_claimed": [c for c in work.clauses if chosen.requirement(c) == NOT_CLAIMED]},
+        "mode": "quick" if quick else "full",
+        "store": redact(target.spec),
+        "store_description": target.description,
+        "injectable_clock": {"declared": declared, "detail": clock_detail, "busy": _suites.busy_line(probe_busy) if work.name == "runs"
+                             else "not run (the claims suites read the store's clock declaration themselves)"},
+        "soak_version": __version__,
+        "suite_sha256": digest,
+        "suite_files": n_files,
+        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "elapsed_s": round(time.monotonic() - started, 2),
+        "clauses": {c: results[c].to_json() for c in work.clauses},
+        "choices": verdict["choices"],
+        "components": components,
+        "seeds": seeds,
+        "environment": environment_manifest(target),
+        "run_dir": STORM_DIR if storm_dir.is_dir() else None,
+        "digests": file_digests(out, STORM_DIR) if storm_dir.is_dir() else {},
+    })
+    cert["certificate_sha256"] = body_digest(cert)
+    (out / CERTIFICATE_FILE).write_text(json.dumps(cert, indent=2, sort_keys=False) + "\n", encoding="utf-8")
+    (out / CERTIFICATE_HTML).write_text(render_html(cert), encoding="utf-8")
+    return cert
+
+
+def _certify_runs(run: Callable[..., Any], target: StoreTarget, plan: Any, profile: str, claimed: list[str],
+                  declared: bool | None, storm_dir: Path, seed: int | None, time_bound_s: float | None,
+                  say: Callable[[str], None], progress: bool, components: dict[str, Any], sources: dict[str, Any],
+                  choices: dict[str, Any], seeds: dict[str, Any]) -> None:
+    """The runs workload's suites: conformance, the model and the boot storm, then the storm with its
+    checker and report."""
     got = run("conformance", "conformance", claimed,
               lambda: _suites.conformance(target, plan, profile, claimed, declared, say))
     if got:
@@ -166,7 +232,6 @@ def certify(
 
     # The storm's workload is takeovers under fencing, which the single-writer profile does not
     # claim: there the storm is not run, and the certificate says why.
-    storm_dir = out / STORM_DIR
     if profile == "fenced":
         storm_claims = [c for c in claimed if c in STORM_CLAUSES or c in LIVENESS_CLAUSES]
         got = run("storm", "storm", storm_claims,
@@ -178,39 +243,32 @@ def certify(
                                "detail": "the storm's workload exercises fencing under takeovers, which the "
                                          "single-writer profile does not claim"}
 
-    verdict = judge(chosen, sources, choices)
-    results: dict[str, ClauseResult] = verdict["clauses"]
-    digest, n_files = suite_digest()
-    cert: dict[str, Any] = {
-        "format": FORMAT,
-        "result": verdict["result"],
-        "statement": verdict["statement"],
-        "violated": verdict["violated"],
-        "not_exercised": verdict["not_exercised"],
-        "optional_not_exercised": verdict["optional_not_exercised"],
-        "required_failed": [c for c in chosen.required if results[c].result != PASS],
-        "profile": profile,
-        "profile_clauses": {"summary": chosen.summary, "required": list(chosen.required),
-                            "optional": dict(chosen.optional), "choices": list(chosen.choices),
-                            "not_claimed": [c for c in CLAUSES if chosen.requirement(c) == NOT_CLAIMED]},
-        "mode": "quick" if quick else "full",
-        "store": redact(target.spec),
-        "store_description": target.description,
-        "injectable_clock": {"declared": declared, "detail": clock_detail, "busy": _suites.busy_line(probe_busy)},
-        "soak_version": __version__,
-        "suite_sha256": digest,
-        "suite_files": n_files,
-        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "elapsed_s": round(time.monotonic() - started, 2),
-        "clauses": {c: results[c].to_json() for c in CLAUSES},
-        "choices": verdict["choices"],
-        "components": components,
-        "seeds": seeds,
-        "environment": environment_manifest(target),
-        "run_dir": STORM_DIR if storm_dir.is_dir() else None,
-        "digests": file_digests(out, STORM_DIR) if storm_dir.is_dir() else {},
-    }
-    cert["certificate_sha256"] = body_digest(cert)
-    (out / CERTIFICATE_FILE).write_text(json.dumps(cert, indent=2, sort_keys=False) + "\n", encoding="utf-8")
-    (out / CERTIFICATE_HTML).write_text(render_html(cert), encoding="utf-8")
-    return cert
+
+def _certify_claims(run: Callable[..., Any], target: StoreTarget, plan: Any, claimed: list[str], storm_dir: Path,
+                    seed: int | None, time_bound_s: float | None, say: Callable[[str], None], progress: bool,
+                    components: dict[str, Any], sources: dict[str, Any], choices: dict[str, Any],
+                    seeds: dict[str, Any]) -> str:
+    """The claims workload's suites: claims conformance, the claims model and the `claims` storm with its
+    checker and report. A single-process store cannot be stormed: the storm's clauses are then not exercised
+    by it, and the certificate says why. Returns how the suites judged the store's clock."""
+    got = run("conformance", "conformance", claimed, lambda: _suites.claims_conformance(target, plan, claimed, say))
+    if got:
+        components["conformance"], sources["conformance"], choices["conformance"] = got
+    got = run("model", "model", claimed, lambda: _suites.claims_model(target, plan, claimed, say))
+    if got:
+        components["model"], sources["model"], choices["model"], seeds["model"] = got
+    storm_claims = [c for c in claimed if c in CLAIM_CLAUSES]
+    if target.single_process:
+        why = (f"{redact(target.spec)} lives inside one process, so it cannot be stormed (the storm opens one "
+               "location from many processes)")
+        components["storm"] = {"result": NA, "detail": why}
+        sources["storm"] = {c: [(NOT_EXERCISED, why, None)] for c in storm_claims}
+    else:
+        got = run("storm", "storm", storm_claims,
+                  lambda: _suites.storm(target, plan, storm_dir, seed, time_bound_s, storm_claims, say, progress,
+                                        expected=storm_claims))
+        if got:
+            components["storm"], sources["storm"], choices["storm"], seeds["storm"] = got
+    conf, model = components.get("conformance", {}), components.get("model", {})
+    return (f"claims conformance ran in {conf.get('timing') or 'unknown timing'}; the claims model ran on a "
+            f"{model.get('clock_reason') or 'clock not reported'}")

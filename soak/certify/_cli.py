@@ -9,7 +9,7 @@ from typing import Any
 
 from soak.certify._certificate import certify
 from soak.certify._files import CERTIFICATE_FILE, CertifyError, verify_certificate
-from soak.certify._plan import FAIL, INCONCLUSIVE, PASS, PROFILES
+from soak.certify._plan import FAIL, INCONCLUSIVE, PASS, WORKLOADS, workload_named
 from soak.certify._render import render_summary
 
 __all__ = ["configure_parser", "run_cli"]
@@ -20,12 +20,17 @@ _EXIT = {PASS: 0, FAIL: 1, INCONCLUSIVE: 3}
 
 def configure_parser(p: argparse.ArgumentParser) -> None:
     p.add_argument("--store", metavar="SPEC", help="store spec: sqlite:, package.module:callable?k=v, an entry point name")
-    p.add_argument("--profile", choices=PROFILES, default="fenced",
-                   help="what the store claims (default fenced: every clause; single-writer: data semantics, "
-                        "unleased writes, concurrent boot and liveness); docs/certify.md lists what each requires")
+    p.add_argument("--workload", choices=tuple(WORKLOADS), default="runs",
+                   help="which contract the store implements (default runs: CONTRACT section 1; claims: task "
+                        "claims, section 2, with the claims conformance suite, model and storm)")
+    p.add_argument("--profile", choices=sorted({n for w in WORKLOADS.values() for n in w.profiles}), default=None,
+                   help="what the store claims (runs: fenced, the default, every clause; single-writer: data "
+                        "semantics, unleased writes, concurrent boot and liveness; claims: claims, its only "
+                        "profile); docs/certify.md lists what each requires")
     p.add_argument("--out", metavar="DIR", help="output directory (default: reports/<UTC timestamp>-certify-<profile>/)")
     p.add_argument("--quick", action="store_true",
-                   help="smoke storm preset, fewer model examples and boot rounds (tests and CI)")
+                   help="smoke storm preset (claims: a smaller quorum), fewer model examples and boot or "
+                        "conformance rounds (tests and CI)")
     p.add_argument("--seed", type=int, metavar="N", help="storm seed (default: random, recorded in the certificate)")
     p.add_argument("--time-bound", type=float, metavar="S",
                    help="seconds before an unfinished storm stops (default: the preset's); a storm cut short "
@@ -92,15 +97,16 @@ def run_cli(args: argparse.Namespace) -> int:
         return 1
     if not args.store:
         raise CertifyError("certify needs --store SPEC (or --verify CERTIFICATE)")
+    profile = workload_named(args.workload).profile(args.profile).name  # a bad pair fails before anything runs
     if args.out:
         out = Path(args.out)
     else:
         from soak.storm.orchestrator import default_run_dir
 
-        out = default_run_dir(f"certify-{args.profile}")
+        out = default_run_dir(f"certify-{profile}")
     live = sys.stderr.isatty() and not args.quiet
     with _Progress(live) as progress:
-        cert = certify(args.store, profile=args.profile, out_dir=out, quick=args.quick, seed=args.seed,
+        cert = certify(args.store, workload=args.workload, profile=profile, out_dir=out, quick=args.quick, seed=args.seed,
                        time_bound_s=args.time_bound, log=progress.log, progress=live)
     print(render_summary(cert))
     print(f"certificate: {out / CERTIFICATE_FILE}")

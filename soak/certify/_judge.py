@@ -29,7 +29,7 @@ from soak.certify._plan import (
     Profile,
 )
 from soak.certify._sources import Choices, Sources
-from soak.clauses import CLAUSES
+from soak.clauses import CLAUSES, clause_title
 
 __all__ = ["ClauseResult", "combine_choices", "judge"]
 
@@ -56,6 +56,8 @@ class ClauseResult:
     #: the store's choice, where the clause carries one (expired-unsuperseded, delete-semantics)
     choice: str | None = None
     sources: list[dict[str, str]] = field(default_factory=list)
+    #: the suites of the clause x suite table (the workload's)
+    columns: tuple[str, ...] = SUITES
 
     def add(self, source: str, result: str, detail: str, *, choice: str | None = None) -> None:
         entry = {"source": source, "result": result, "detail": detail}
@@ -86,7 +88,7 @@ class ClauseResult:
 
     def suites(self) -> dict[str, str]:
         """suite -> what it saw of this clause (`-` where it has nothing to say)."""
-        out = {s: "-" for s in SUITES}
+        out = {s: "-" for s in self.columns}
         for src in self.sources:
             if src["source"] in out:
                 word = src["result"]
@@ -97,7 +99,7 @@ class ClauseResult:
         return [s["source"] for s in self.sources if s["result"] in (PASS, FAIL, ERROR, CHOICE)]
 
     def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"title": CLAUSES.get(self.clause, self.clause), "requirement": self.requirement,
+        out: dict[str, Any] = {"title": clause_title(self.clause), "requirement": self.requirement,
                                "result": self.result}
         if self.reason:
             out["reason"] = self.reason
@@ -111,14 +113,16 @@ class ClauseResult:
 
 # -- the certificate's judgement ----------------------------------------------------------------
 
-def judge(profile: Profile, sources: Mapping[str, Sources], choices: Mapping[str, Choices]) -> dict[str, Any]:
-    """Every clause's result and the certificate's, from each suite's sources and choices.
+def judge(profile: Profile, sources: Mapping[str, Sources], choices: Mapping[str, Choices], *,
+          clauses: Mapping[str, str] = CLAUSES, suites: tuple[str, ...] = SUITES) -> dict[str, Any]:
+    """Every clause's result and the certificate's, from each suite's sources and choices; `clauses`
+    and `suites` are the workload's (default the runs workload's).
 
     Returns `clauses` (clause -> ClauseResult), `choices` (name -> the combined choice and who saw
     it), `result` (`fail` when a claimed clause failed, else `inconclusive` when a required clause
     was not exercised, else `pass`), the lists behind it and a one-line `statement`."""
-    results = {c: ClauseResult(c, profile.requirement(c)) for c in CLAUSES}
-    for suite in SUITES:
+    results = {c: ClauseResult(c, profile.requirement(c), columns=suites) for c in clauses}
+    for suite in suites:
         for clause, entries in (sources.get(suite) or {}).items():
             if clause in results and results[clause].requirement != NOT_CLAIMED:
                 for result, detail, choice in entries:
@@ -128,7 +132,7 @@ def judge(profile: Profile, sources: Mapping[str, Sources], choices: Mapping[str
         if profile.requirement(clause) == NOT_CLAIMED:
             continue
         seen = [{"source": suite, "choice": value, "detail": detail}
-                for suite in SUITES for n, (value, detail) in (choices.get(suite) or {}).items() if n == name]
+                for suite in suites for n, (value, detail) in (choices.get(suite) or {}).items() if n == name]
         value = combine_choices(s["choice"] for s in seen)
         combined[name] = {"clause": clause, "choice": value or "not-observed", "values": list(values),
                           "sources": seen}
@@ -136,7 +140,7 @@ def judge(profile: Profile, sources: Mapping[str, Sources], choices: Mapping[str
         name = next((n for n, (cl, _v) in CHOICES.items() if cl == clause), None)
         value = combined.get(name, {}).get("choice") if name else None
         res.settle(None if value in (None, "not-observed") else value)
-    claimed = profile.claimed()
+    claimed = profile.claimed(clauses)
     violated = [c for c in claimed if results[c].result == FAIL]
     not_exercised = [c for c in profile.required if results[c].result != PASS and c not in violated]
     optional_not_exercised = [c for c in profile.optional if results[c].result == NOT_EXERCISED]

@@ -28,11 +28,18 @@ def _shown(c: dict[str, Any]) -> str:
     return c["result"]
 
 
+def _columns(cert: dict[str, Any]) -> list[str]:
+    """The certificate's suites, in table order: its clauses' (every clause lists every suite)."""
+    first = next(iter(cert["clauses"].values()), None)
+    return list(first["suites"]) if first and first.get("suites") else list(SUITES)
+
+
 def render_table(cert: dict[str, Any]) -> str:
     """Which suite exercised which clause: one row per clause, one column per suite (`-`: the suite
     has nothing to say of it)."""
-    header = ["clause", "requirement", "result", *SUITES]
-    rows = [[clause, c["requirement"], _shown(c), *(c["suites"].get(s, "-") for s in SUITES)]
+    suites = _columns(cert)
+    header = ["clause", "requirement", "result", *suites]
+    rows = [[clause, c["requirement"], _shown(c), *(c["suites"].get(s, "-") for s in suites)]
             for clause, c in cert["clauses"].items()]
     widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
     fmt = "  ".join(f"{{:<{w}}}" for w in widths)
@@ -94,17 +101,18 @@ def _seen_by(sources: list[dict[str, str]]) -> str:
 def render_html(cert: dict[str, Any]) -> str:
     """The certificate as one self-contained page; every string from a store or error is escaped."""
     result = cert["result"]
+    suites = _columns(cert)
     matrix, details = [], []
     for clause, c in cert["clauses"].items():
         shown = _shown(c)
-        cells = "".join(f"<td class='{_css(v)}'>{_esc(v)}</td>" for v in (c["suites"].get(s, "-") for s in SUITES))
+        cells = "".join(f"<td class='{_css(v)}'>{_esc(v)}</td>" for v in (c["suites"].get(s, "-") for s in suites))
         matrix.append(f"<tr><td><code>{_esc(clause)}</code><br><span class='note'>{_esc(c['title'])}</span></td>"
                       f"<td>{_esc(c['requirement'])}</td><td class='{_css(shown)}'><b>{_esc(shown)}</b></td>{cells}</tr>")
         srcs = "<br>".join(f"<b>{_esc(s['source'])}</b> {_esc(s['result'])}: {_esc(s['detail'])}" for s in c["sources"])
         reason = f"<br><i>{_esc(c['reason'])}</i>" if c.get("reason") else ""
         details.append(f"<tr><td><code>{_esc(clause)}</code></td><td class='{_css(shown)}'>{_esc(shown)}</td>"
                        f"<td>{srcs}{reason}</td></tr>")
-    suite_heads = "".join(f"<th>{_esc(s)}</th>" for s in SUITES)
+    suite_heads = "".join(f"<th>{_esc(s)}</th>" for s in suites)
     choice_rows = "".join(
         f"<tr><th>{_esc(name)}</th><td class='choice'><b>{_esc(ch['choice'])}</b></td>"
         f"<td><code>{_esc(ch['clause'])}</code></td><td>{_seen_by(ch['sources'])}</td></tr>"
@@ -129,6 +137,7 @@ def render_html(cert: dict[str, Any]) -> str:
     required = ", ".join(profile.get("required", []))
     optional = ", ".join(profile.get("optional", {}))
     clock = cert.get("injectable_clock", {})
+    workload = f" of the {_esc(cert['workload'])} workload" if cert.get("workload", "runs") != "runs" else ""
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>soak certificate: {_esc(result)}</title>
 <style>{_CSS}</style></head><body>
@@ -139,7 +148,7 @@ them and every clause the profile requires was exercised by at least one suite; 
 violations exist.</p>
 <table>
 <tr><th>store</th><td><code>{_esc(cert['store'])}</code> {_esc(description)}</td></tr>
-<tr><th>profile</th><td>{_esc(cert['profile'])} ({_esc(cert['mode'])} run): requires exercised {_esc(required)}
+<tr><th>profile</th><td>{_esc(cert['profile'])}{workload} ({_esc(cert['mode'])} run): requires exercised {_esc(required)}
 {('; judged where exercised: ' + _esc(optional)) if optional else ''}</td></tr>
 <tr><th>injectable clock</th><td>{_esc(clock.get('detail', ''))}</td></tr>
 <tr><th>soak</th><td>{_esc(cert['soak_version'])}, suite sha256 <code>{_esc(cert['suite_sha256'])}</code> ({_esc(cert['suite_files'])} files)</td></tr>
@@ -168,7 +177,8 @@ is what the store chose; not-exercised: no suite exercised it (why below); -: th
 def render_summary(cert: dict[str, Any]) -> str:
     """What `soak certify` prints: the result, the store's choices, the clause x suite table, why any
     clause did not pass, and the busy answers each suite retried."""
-    lines = [f"certify: {cert['result'].upper()} ({cert['store']}, profile {cert['profile']}, {cert['mode']} run): "
+    workload = f"{cert['workload']} workload, " if cert.get("workload", "runs") != "runs" else ""
+    lines = [f"certify: {cert['result'].upper()} ({cert['store']}, {workload}profile {cert['profile']}, {cert['mode']} run): "
              f"{cert['statement']}"]
     lines.append(f"injectable clock: {cert['injectable_clock']['detail']}")
     for name, ch in cert["choices"].items():

@@ -155,12 +155,15 @@ def boot_sources(boot: Any) -> Sources:
     return out
 
 
-def storm_sources(verdict: Mapping[str, Any], *, status: str, seed: Any,
-                  clauses: Iterable[str]) -> tuple[Sources, Choices]:
+def storm_sources(verdict: Mapping[str, Any], *, status: str, seed: Any, clauses: Iterable[str],
+                  expected: Iterable[str] | None = None) -> tuple[Sources, Choices]:
     """What a storm's `verdict.json` says of each clause. `stats["exercised"]` (clause -> recorded
     operations that exercised it) says which clauses it exercised; without it (older run
     directories) the clauses the checker has always judged (`STORM_CLAUSES`) count, and only when
-    the storm reached its quorum. The storm never passes a choice."""
+    the storm reached its quorum. `expected`: the clauses the workload's storm sets out to exercise
+    (default the runs workload's), shown not-exercised when no operation did. The storm never
+    passes a choice."""
+    aimed = STORM_CLAUSES | set(LIVENESS_CLAUSES) if expected is None else frozenset(expected)
     stats = verdict.get("stats") or {}
     exercised: Mapping[str, int] | None = stats.get("exercised")
     result = verdict.get("result", INCONCLUSIVE)
@@ -173,7 +176,7 @@ def storm_sources(verdict: Mapping[str, Any], *, status: str, seed: Any,
     for c in clauses:
         found = by_clause.get(c)
         n = None if exercised is None else int(exercised.get(c, 0) or 0)
-        expected = c in STORM_CLAUSES or c in LIVENESS_CLAUSES
+        expected = c in aimed
         if found:
             out[c] = [(FAIL, one_line(f"{len(found)} violation(s); first: {found[0].get('statement', '')}", 600),
                        None)]

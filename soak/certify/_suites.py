@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from soak.certify._files import STORM_DIR
-from soak.certify._plan import FAIL, INCONCLUSIVE, PASS, Plan
+from soak.certify._plan import FAIL, INCONCLUSIVE, PASS, ClaimsPlan, Plan
 from soak.certify._sources import (
     FENCING_SUBCHECKS,
     boot_sources,
@@ -29,7 +29,7 @@ from soak.retry import BusyCount, BusyExhausted, retry_busy
 from soak.spi import StoreBusyError
 from soak.stores import StoreTarget
 
-__all__ = ["boot", "busy_line", "conformance", "model", "probe_clock", "storm"]
+__all__ = ["boot", "busy_line", "claims_conformance", "claims_model", "conformance", "model", "probe_clock", "storm"]
 
 
 def busy_line(busy: Any) -> str:
@@ -140,16 +140,17 @@ def boot(target: StoreTarget, plan: Plan, say: Callable[[str], None]) -> tuple[d
     return component, boot_sources(boot)
 
 
-def storm(target: StoreTarget, plan: Plan, storm_dir: Path, seed: int | None, time_bound_s: float | None,
+def storm(target: StoreTarget, plan: Plan | ClaimsPlan, storm_dir: Path, seed: int | None, time_bound_s: float | None,
           claimed: list[str], say: Callable[[str], None],
-          progress: bool) -> tuple[dict[str, Any], Any, Any, dict[str, Any]]:
-    """The storm preset, then its checker (one that crashes is inconclusive) and its report."""
+          progress: bool, expected: list[str] | None = None) -> tuple[dict[str, Any], Any, Any, dict[str, Any]]:
+    """The storm preset (with the plan's overrides), then its checker (one that crashes is inconclusive)
+    and its report. `expected`: the clauses the workload's storm sets out to exercise."""
     from soak.check import check_run
     from soak.report import build_report
     from soak.scenario import load_scenario
     from soak.storm.orchestrator import run_storm
 
-    overrides: dict[str, Any] = {}
+    overrides: dict[str, Any] = dict(getattr(plan, "storm_overrides", {}))
     if seed:
         overrides["seed"] = seed
     if time_bound_s is not None:
@@ -169,7 +170,8 @@ def storm(target: StoreTarget, plan: Plan, storm_dir: Path, seed: int | None, ti
     except Exception as exc:  # the certificate stands without the pictures; say why they are missing
         report_error = f"report.html not rendered: {type(exc).__name__}: {one_line(exc)}"
     vresult = verdict_json.get("result", INCONCLUSIVE)
-    sources, choices = storm_sources(verdict_json, status=info.status, seed=info.seed, clauses=claimed)
+    sources, choices = storm_sources(verdict_json, status=info.status, seed=info.seed, clauses=claimed,
+                                     expected=expected)
     stats = verdict_json.get("stats") or {}
     violated = sorted({v.get("clause", "?") for v in verdict_json.get("violations", [])})
     component = {
@@ -186,3 +188,62 @@ def storm(target: StoreTarget, plan: Plan, storm_dir: Path, seed: int | None, ti
         component["busy"] = busy_line(stats["busy"])
     say(f"storm: {info.status}, verdict {vresult} ({time.monotonic() - t0:.1f} s)")
     return component, sources, choices, {"storm": info.seed, "workers": dict(info.worker_seeds)}
+
+
+# -- the claims workload's suites -------------------------------------------------------------
+
+def claims_conformance(target: StoreTarget, plan: ClaimsPlan, claimed: list[str],
+                       say: Callable[[str], None]) -> tuple[dict[str, Any], Any, Any]:
+    """The claims conformance suite (`soak.claims.conformance`): one or more checks per claim clause."""
+    from soak.claims.conformance import run_claims_conformance
+
+    say("claims conformance suite ...")
+    t0 = time.monotonic()
+    conf = run_claims_conformance(target, rounds=plan.conformance_rounds, processes=plan.conformance_processes,
+                                  boot_processes=plan.conformance_boot)
+    sources, choices = conformance_sources(conf, profile="claims", clauses=claimed, injectable_clock=None)
+    failed = sum(r.status in (FAIL, "error") for r in conf.results)
+    undecided = sum(r.status not in (PASS, FAIL, "error") for r in conf.results)
+    say(f"claims conformance: {len(conf.results)} checks, {failed} failed, {undecided} not decided "
+        f"({time.monotonic() - t0:.1f} s)")
+    component = {
+        "result": conf.verdict, "checks": len(conf.results), "failed": failed, "undecided": undecided,
+        "failed_clauses": sorted(conf.failed_clauses()),
+        "timing": conf.timing, "lease_ttl_ms": conf.lease_ttl_ms, "call_bound_s": conf.call_bound_s,
+        "isolation": conf.isolation, "elapsed_s": round(time.monotonic() - t0, 2),
+        "rounds": plan.conformance_rounds, "processes": plan.conformance_processes,
+        "boot": {"processes": plan.conformance_boot},
+        "busy": busy_line(conf.busy),
+    }
+    return component, sources, choices
+
+
+def claims_model(target: StoreTarget, plan: ClaimsPlan, claimed: list[str],
+                 say: Callable[[str], None]) -> tuple[dict[str, Any], Any, Any, dict[str, Any]]:
+    """The claims Hypothesis model (`soak.claims.model`), derandomized like the runs model."""
+    from hypothesis import __version__ as hypothesis_version
+
+    from soak.claims.model import CLAIMS_MODEL_NEVER_EXERCISES, run_claims_model
+    from soak.model import model_settings
+
+    say(f"claims model: {plan.model_examples} programs ...")
+    t0 = time.monotonic()
+    chosen = model_settings("ci", max_examples=plan.model_examples)
+    outcome = run_claims_model(target, settings=chosen)
+    sources, choices = model_sources(outcome, clauses=claimed, never=CLAIMS_MODEL_NEVER_EXERCISES)
+    result = outcome.verdict
+    if result == FAIL and outcome.clause not in claimed:
+        result = "incomplete"  # a violation of a clause the profile does not claim
+    say(f"claims model: {result} ({time.monotonic() - t0:.1f} s)")
+    component = {
+        "result": result, "clause": outcome.clause,
+        "error": one_line(outcome.error, 1200) if outcome.error else "",
+        "reason": outcome.reason, "program": list(outcome.program),
+        "max_examples": chosen.max_examples, "stateful_step_count": chosen.stateful_step_count,
+        "clock": outcome.clock, "clock_reason": outcome.clock_reason, "lease_ttl_ms": outcome.lease_ttl_ms,
+        "busy": busy_line(outcome.busy_retries), "exercised": dict(outcome.exercised),
+        "elapsed_s": round(time.monotonic() - t0, 2),
+    }
+    seed = {"derandomize": True, "hypothesis": hypothesis_version,
+            "note": "Hypothesis derives the seed from the store spec, clock mode and ttl"}
+    return component, sources, choices, seed

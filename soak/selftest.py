@@ -109,9 +109,42 @@ class ReferenceResult:
     def count(self, verdict: str) -> int:
         return sum(s.verdict == verdict for s in self.storms)
 
+    @property
+    def false_alarm(self) -> bool:
+        return bool(self.count("fail"))
+
+    @property
+    def inconclusive(self) -> bool:
+        return bool(self.count("inconclusive"))
+
+
+class _Outcome:
+    """What a self-test's mutants and references imply, whichever workload: escapes, false alarms, the exit code."""
+
+    __slots__ = ()
+
+    @property
+    def escaped(self) -> list[str]:
+        """Mutants some run did not catch."""
+        return [m.name for m in self.mutants if m.escaped]
+
+    @property
+    def false_positives(self) -> list[str]:
+        """Reference stores some run failed."""
+        return [r.spec for r in self.references if r.false_alarm]
+
+    @property
+    def exit_code(self) -> int:
+        """1 on an escape or a reference fail; 3 when a reference run was inconclusive; else 0."""
+        if self.escaped or self.false_positives:
+            return EXIT_FAIL
+        if any(r.inconclusive for r in self.references):
+            return EXIT_INCONCLUSIVE
+        return EXIT_PASS
+
 
 @dataclass(slots=True)
-class SelftestReport:
+class SelftestReport(_Outcome):
     """Every mutant's and reference store's results, and the exit code they imply."""
 
     runs: int
@@ -120,25 +153,6 @@ class SelftestReport:
     mutants: list[MutantResult] = field(default_factory=list)
     references: list[ReferenceResult] = field(default_factory=list)
     elapsed_s: float = 0.0
-
-    @property
-    def escaped(self) -> list[str]:
-        """Mutants some storm did not fail."""
-        return [m.name for m in self.mutants if m.escaped]
-
-    @property
-    def false_positives(self) -> list[str]:
-        """Reference stores some storm failed."""
-        return [r.spec for r in self.references if r.count("fail")]
-
-    @property
-    def exit_code(self) -> int:
-        """1 on a storm escape or a reference fail; 3 when a reference storm was inconclusive; else 0."""
-        if self.escaped or self.false_positives:
-            return EXIT_FAIL
-        if any(r.count("inconclusive") for r in self.references):
-            return EXIT_INCONCLUSIVE
-        return EXIT_PASS
 
     def rows(self) -> list[dict[str, str]]:
         """The table, one dict per mutant (column -> text)."""
@@ -392,7 +406,7 @@ class ClaimReferenceResult:
 
 
 @dataclass(slots=True)
-class ClaimsSelftestReport:
+class ClaimsSelftestReport(_Outcome):
     """The claims self-test: every claim mutant's and reference store's results, and the exit code they imply."""
 
     runs: int
@@ -401,23 +415,6 @@ class ClaimsSelftestReport:
     mutants: list[ClaimMutantResult] = field(default_factory=list)
     references: list[ClaimReferenceResult] = field(default_factory=list)
     elapsed_s: float = 0.0
-
-    @property
-    def escaped(self) -> list[str]:
-        return [m.name for m in self.mutants if m.escaped]
-
-    @property
-    def false_positives(self) -> list[str]:
-        return [r.spec for r in self.references if r.false_alarm]
-
-    @property
-    def exit_code(self) -> int:
-        """1 on an escape or a reference fail; 3 when a reference run was inconclusive; else 0."""
-        if self.escaped or self.false_positives:
-            return EXIT_FAIL
-        if any(r.inconclusive for r in self.references):
-            return EXIT_INCONCLUSIVE
-        return EXIT_PASS
 
     def rows(self) -> list[dict[str, str]]:
         out = []

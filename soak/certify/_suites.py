@@ -97,19 +97,34 @@ def conformance(target: StoreTarget, plan: Plan, profile: str, claimed: list[str
 def model(target: StoreTarget, plan: Plan, claimed: list[str],
           say: Callable[[str], None]) -> tuple[dict[str, Any], Any, Any, dict[str, Any]]:
     """The Hypothesis model, derandomized so the same store and soak replay the same programs."""
+    from soak.model import MODEL_NEVER_EXERCISES, check_model
+
+    def extra(outcome: Any) -> dict[str, Any]:
+        return {"choices": dict(outcome.choices), "choice_detail": dict(outcome.choice_detail),
+                "slowest_call_s": outcome.slowest_call_s, "call_bound_s": outcome.call_bound_s}
+
+    return _model_suite("model", lambda settings: check_model(target, settings=settings), MODEL_NEVER_EXERCISES,
+                        "result", extra, plan, claimed, say)
+
+
+def _model_suite(name: str, run: Callable[[Any], Any], never: Any, verdict: str, extra: Callable[[Any], dict],
+                 plan: Any, claimed: list[str], say: Callable[[str], None]
+                 ) -> tuple[dict[str, Any], Any, Any, dict[str, Any]]:
+    """Run a workload's model (`run(settings)` -> its outcome, whose verdict is the attribute `verdict`) with the
+    plan's examples, derandomized; its component, sources, choices and seed."""
     from hypothesis import __version__ as hypothesis_version
 
-    from soak.model import MODEL_NEVER_EXERCISES, check_model, model_settings
+    from soak.model import model_settings
 
-    say(f"model: {plan.model_examples} programs ...")
+    say(f"{name}: {plan.model_examples} programs ...")
     t0 = time.monotonic()
     chosen = model_settings("ci", max_examples=plan.model_examples)
-    outcome = check_model(target, settings=chosen)
-    sources, choices = model_sources(outcome, clauses=claimed, never=MODEL_NEVER_EXERCISES)
-    result = outcome.result
+    outcome = run(chosen)
+    sources, choices = model_sources(outcome, clauses=claimed, never=never)
+    result = getattr(outcome, verdict)
     if result == FAIL and outcome.clause not in claimed:
         result = "incomplete"  # a violation of a clause the profile does not claim
-    say(f"model: {result} ({time.monotonic() - t0:.1f} s)")
+    say(f"{name}: {result} ({time.monotonic() - t0:.1f} s)")
     component = {
         "result": result, "clause": outcome.clause,
         "error": one_line(outcome.error, 1200) if outcome.error else "",
@@ -117,8 +132,7 @@ def model(target: StoreTarget, plan: Plan, claimed: list[str],
         "max_examples": chosen.max_examples, "stateful_step_count": chosen.stateful_step_count,
         "clock": outcome.clock, "clock_reason": outcome.clock_reason, "lease_ttl_ms": outcome.lease_ttl_ms,
         "busy": busy_line(outcome.busy_retries), "exercised": dict(outcome.exercised),
-        "choices": dict(outcome.choices), "choice_detail": dict(outcome.choice_detail),
-        "slowest_call_s": outcome.slowest_call_s, "call_bound_s": outcome.call_bound_s,
+        **extra(outcome),
         "elapsed_s": round(time.monotonic() - t0, 2),
     }
     seed = {"derandomize": True, "hypothesis": hypothesis_version,
@@ -221,29 +235,7 @@ def claims_conformance(target: StoreTarget, plan: ClaimsPlan, claimed: list[str]
 def claims_model(target: StoreTarget, plan: ClaimsPlan, claimed: list[str],
                  say: Callable[[str], None]) -> tuple[dict[str, Any], Any, Any, dict[str, Any]]:
     """The claims Hypothesis model (`soak.claims.model`), derandomized like the runs model."""
-    from hypothesis import __version__ as hypothesis_version
-
     from soak.claims.model import CLAIMS_MODEL_NEVER_EXERCISES, run_claims_model
-    from soak.model import model_settings
 
-    say(f"claims model: {plan.model_examples} programs ...")
-    t0 = time.monotonic()
-    chosen = model_settings("ci", max_examples=plan.model_examples)
-    outcome = run_claims_model(target, settings=chosen)
-    sources, choices = model_sources(outcome, clauses=claimed, never=CLAIMS_MODEL_NEVER_EXERCISES)
-    result = outcome.verdict
-    if result == FAIL and outcome.clause not in claimed:
-        result = "incomplete"  # a violation of a clause the profile does not claim
-    say(f"claims model: {result} ({time.monotonic() - t0:.1f} s)")
-    component = {
-        "result": result, "clause": outcome.clause,
-        "error": one_line(outcome.error, 1200) if outcome.error else "",
-        "reason": outcome.reason, "program": list(outcome.program),
-        "max_examples": chosen.max_examples, "stateful_step_count": chosen.stateful_step_count,
-        "clock": outcome.clock, "clock_reason": outcome.clock_reason, "lease_ttl_ms": outcome.lease_ttl_ms,
-        "busy": busy_line(outcome.busy_retries), "exercised": dict(outcome.exercised),
-        "elapsed_s": round(time.monotonic() - t0, 2),
-    }
-    seed = {"derandomize": True, "hypothesis": hypothesis_version,
-            "note": "Hypothesis derives the seed from the store spec, clock mode and ttl"}
-    return component, sources, choices, seed
+    return _model_suite("claims model", lambda settings: run_claims_model(target, settings=settings),
+                        CLAIMS_MODEL_NEVER_EXERCISES, "verdict", lambda outcome: {}, plan, claimed, say)

@@ -150,10 +150,7 @@ class WorkerContext:
             if kill:  # a random instant of the call (a step count learnt from calls that return is never learnt
                 strike = strike._replace(mode="kernel")  # from calls that are killed)
         started = time.perf_counter_ns()
-        if kill:
-            self.enter_call(index, f, strike, True)
-        else:
-            self.enter_call(index, f, strike)
+        self.enter_call(index, f, strike, kill)
         try:
             result = call()
         except StoreError as exc:

@@ -109,11 +109,6 @@ class _Tenures:
         self.first_unknown: dict[str, list[tuple]] = {
             key: sorted(ops, key=lambda o: o[_INV])[:2] for key, ops in self.unknown_claims.items()}
 
-    def first_seen_done(self, key: str, epoch: int) -> float:
-        """When epoch `epoch` of `key` was first seen held (the earliest completion of a call returning it)."""
-        owners = self.seen.get((key, epoch))
-        return min((_done(op) for ops in owners.values() for op in ops), default=_NEVER) if owners else _NEVER
-
     def ended_before(self, key: str, epoch: int, t: float, *, certain: bool, besides: tuple | None = None
                      ) -> tuple | None:
         """A call that ended tenure `epoch` of `key` before `t`: with `certain`, an accepted release or recovery
@@ -444,10 +439,6 @@ def _mirrors(row: dict[str, Any] | None, claim: dict[str, Any] | None) -> bool:
             and row["epoch"] == claim["epoch"] and row["status"] == "in-progress")
 
 
-def _row_mirrors_claim(row: dict[str, Any] | None, claim: dict[str, Any]) -> bool:
-    return row is not None and _mirrors(row, claim)
-
-
 def check_rows_reconciled(facts: Any) -> list[Violation]:
     """rows-reconciled: a claim leaves its task row mirroring it (the seed's "same logical operation", and the
     repair before dispatch), and after the final reconcile every task row mirrors its central row.
@@ -502,7 +493,7 @@ def check_rows_reconciled(facts: Any) -> list[Violation]:
         j = bisect.bisect_left(invs, end)
         busy = j > 0 and any(w is not claim and t.end(w) > start for w in latest[j - 1])
         row = (op[_RES] or {}).get("task")
-        if not busy and not _row_mirrors_claim(row, claim[_RES]["claim"]):
+        if not busy and not _mirrors(row, claim[_RES]["claim"]):
             out.append(Violation("rows-reconciled", f"{key}: read {_tag(op)} after claim {_tag(claim)} returned saw "
                                                     f"the task row {row}, which does not mirror the claim "
                                                     f"{claim[_RES]['claim']} (nothing else wrote the row meanwhile)",
@@ -530,12 +521,9 @@ def check_handoff(facts: Any) -> list[Violation]:
                                                        f"{a.get('owner_health')}", t.ev(op)))
         elif op[_F] == "claim" and a.get("dispatch"):
             d = a["dispatch"]
-            if d.get("to") != a.get("node") or (d.get("policy") == "reassign-to-local" and d.get("to") != a.get("node")):
+            if d.get("to") != a.get("node"):
                 out.append(Violation("handoff-policy", f"{op[_KEY]}: claim {_tag(op)} by {a.get('node')} dispatched a "
                                                        f"recovered task the policy sent to {d.get('to')}", t.ev(op)))
-            elif d.get("health") not in ("online", None):
-                out.append(Violation("handoff-policy", f"{op[_KEY]}: claim {_tag(op)} dispatched a recovered task to "
-                                                       f"{a.get('node')}, which read {d.get('health')}", t.ev(op)))
     return _capped(out)
 
 

@@ -204,10 +204,9 @@ class _Node:
                                 ok_value=lambda row: {"task": task_json(row)})
         if not out.ok or probe:
             return
-        self.beat(force=True)
         health_now = {n: h.value for n, h in self.monitor.snapshot().items()}
-        # this node is alive: it is acting (a pause between its beat and the snapshot must not make it read offline
-        # to itself); the policy decides among the others
+        # this node is alive: it is acting (a pause before the snapshot must not make it read offline to itself);
+        # the policy decides among the others
         health_now[self.node] = "online"
         if decision.dispatch_to == "local":
             to = self.node
@@ -215,7 +214,7 @@ class _Node:
             to = pre_dispatch(self.policy, held.owner.node_id, health_now, self.node).node
         if to == self.node:
             self.dispatch(agent, key, look=False, after={"recovered": held.lease_epoch, "policy": self.policy.value,
-                                                         "to": to, "health": health_now.get(self.node, "unknown")})
+                                                         "to": to})
 
     # -- working agents -------------------------------------------------------------------------
 

@@ -475,19 +475,20 @@ class BlobDeleteUnleasedRefused(_Redteam):
 
 
 class LoadCached(_Redteam):
-    """journal-a3 on (load, after the caller's own append): each store object caches a run's journal for
-    half a second and its own appends do not invalidate the cache."""
+    """journal-a3 on (load, after the caller's own append): each store object answers the two loads of a
+    run after a cache miss from its cache, and its own appends do not invalidate it."""
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
-        self._cache: dict[str, tuple[float, list[JournalEntry]]] = {}
+        self._cache: dict[str, tuple[int, list[JournalEntry]]] = {}
 
     def load(self, run_id: str) -> list[JournalEntry]:
-        hit = self._cache.get(run_id)
-        if hit is not None and time.monotonic() - hit[0] < 0.5:
-            return list(hit[1])
+        left, entries = self._cache.get(run_id, (0, []))
+        if left > 0:
+            self._cache[run_id] = (left - 1, entries)
+            return list(entries)
         entries = super().load(run_id)
-        self._cache[run_id] = (time.monotonic(), entries)
+        self._cache[run_id] = (2, entries)
         return list(entries)
 
 

@@ -310,11 +310,11 @@ NOT_CAUGHT: dict[str, str] = {
                         "acquire, so no write falls between acquire + ttl and renew + ttl",
     "BlobDeleteUnleasedRefused": "storm does not reach cell (blob delete, no lease): it makes no unleased mutation",
 }
-# Caught, but the clause is named only now and then (1 storm in 3): the storm blames stale-rejected for a
+# Caught, but the clause is named only now and then (7 storms in 10): the storm blames stale-rejected for a
 # refused expired-unsuperseded put that wrote anyway once a successor reads it. Not strict, since it is not
 # deterministic; the report to the integrator calls this attribution a defect.
 MISNAMED: dict[str, str] = {
-    "BlobPutRefusalMutates": "storm names typed-refusal in 1 of 3 runs; otherwise only stale-rejected (cell "
+    "BlobPutRefusalMutates": "storm names typed-refusal in 7 of 10 runs; otherwise only stale-rejected (cell "
                              "(blob put, expired unsuperseded) is read as a superseded write)",
 }
 

@@ -102,4 +102,6 @@ PLAN = CheckPlan(
     # a part as the child sends it: without the final state and its index (the parent has them)
     ship=lambda part: dataclasses.replace(part, snapshot=None, index={}),
     unordered=Unordered, overlap=FoldOverlap,
+    # what settling judged, and the operations the fold proved wrong on their own (a lease used on another run)
+    proven=lambda facts: [*facts.scan_violations, *(v for vs in facts.early.values() for v in vs)],
 )

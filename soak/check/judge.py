@@ -54,8 +54,9 @@ class CheckPlan:
     - `load_state(run_dir)`: the final state saved in a run directory (raises `RunDirError` when it is not);
     - bounded memory (all four, or none: the history is then folded whole): `new_part(facts)` for a part to fold
       elsewhere, `merge(facts, part)`, `settle(facts, until)` after each time slice, `ship(part)` for the part
-      as a child process sends it, `proven(facts)` for the violations proven so far; `unordered` and `overlap` are the exceptions `fold` and `merge` raise when a
-      file is out of invocation order or a process's records are in two parts.
+      as a child process sends it, `proven(facts)` for the violations proven so far (no later operation can undo
+      them); `unordered` and `overlap` are the exceptions `fold` and `merge` raise when a file is out of
+      invocation order or a process's records are in two parts.
     """
 
     new_facts: Callable[..., Any]

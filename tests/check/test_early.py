@@ -111,3 +111,42 @@ def test_an_early_violation_the_full_check_does_not_confirm_is_named_a_harness_d
     assert "harness defect" in unconfirmed(early, [_violation("run-match", "w0.1#1")])
     assert "harness defect" in unconfirmed(early, [_violation("stale-rejected", "w0.1#9")])
     assert unconfirmed({"violation": None}, []) is None
+
+
+def _runs_facts():
+    return PLAN.new_facts(None, None, lease_ttl_ms=100, runs=["r1"], status="running", quorum="")
+
+
+def test_a_takeover_is_not_an_overlap_while_the_holders_release_may_still_be_in_flight(tmp_path: Path) -> None:
+    from soak.workloads.runs.check.leases import check_grants
+
+    hist = tmp_path / "history"
+    hist.mkdir()
+    ms = 1_000_000
+    a, b = hist / "w0.1.jsonl", hist / "w1.1.jsonl"
+    _line(a, _inv("w0.1", 0, 1 * ms, "acquire", owner="w0.1"))
+    _line(a, {"t": "ok", "p": "w0.1", "i": 0, "ts": 2 * ms, "v": {"epoch": 1}})
+    _line(b, _inv("w1.1", 0, 50 * ms, "acquire", owner="w1.1"))
+    _line(b, {"t": "ok", "p": "w1.1", "i": 0, "ts": 60 * ms, "v": {"epoch": 2}})
+    _line(a, _inv("w0.1", 1, 55 * ms, "release", ["r1", "w0.1", 1]))  # w0.1's release, invoked before the grant ended
+    judge = EarlyJudge(LiveHistory(hist), PLAN, _runs_facts())
+    assert judge.step(now=80 * ms) == [] and judge.horizon == 55 * ms
+    # the takeover looks like an overlap until the release is read: the early judge must not call it one
+    assert [v.clause for v in check_grants(judge.facts)] == ["lease-exclusive"]
+    _line(a, {"t": "ok", "p": "w0.1", "i": 1, "ts": 56 * ms, "v": {}})
+    for p in ("w0.1", "w1.1"):
+        _line(hist / "nemesis.jsonl", {"t": "event", "p": "nemesis", "ts": 90 * ms, "kind": "exit", "v": {"target": p}})
+    assert judge.step(now=500 * ms) == [] and judge.horizon == 500 * ms
+    assert check_grants(judge.facts) == []  # and, with the release read, the full check agrees
+
+
+def test_an_epoch_granted_twice_is_proven_while_both_tenures_are_live(tmp_path: Path) -> None:
+    hist = tmp_path / "history"
+    hist.mkdir()
+    ms = 1_000_000
+    for k, p in enumerate(("w0.1", "w1.1")):
+        _line(hist / f"{p}.jsonl", _inv(p, 0, (1 + 10 * k) * ms, "acquire", owner=p))
+        _line(hist / f"{p}.jsonl", {"t": "ok", "p": p, "i": 0, "ts": (2 + 10 * k) * ms, "v": {"epoch": 1}})
+        _line(hist / f"{p}.jsonl", _inv(p, 1, 30 * ms, "load", None, tenure=["r1", p, 1]))  # both still busy
+    found = EarlyJudge(LiveHistory(hist), PLAN, _runs_facts()).step(now=40 * ms)
+    assert [v.clause for v in found] == ["epoch-monotonic"] and "granted 2 times" in found[0].statement

@@ -12,7 +12,10 @@ mutant's own clause, in every one of `runs` tries; the reference claim store mus
 
 Time to the first violation is measured on the history clock from the storm's start to the
 moment the earliest violation was fully evidenced (the last completion among its cited
-operations); without evidence times, the storm's whole length stands in.
+operations); without evidence times, the storm's whole length stands in. The wall time to the
+verdict runs from the storm's start until the checker has judged it: storms that stop at their
+first suspect also stop at the first violation the early judge proves (`stop_on_suspect` implies
+`stop_on_violation`), so a broken store waits little longer than its first evidence.
 """
 
 from __future__ import annotations

@@ -62,8 +62,9 @@ def _confirm_early(run_dir: Path, verdict: Verdict, write: bool) -> Verdict:
     if not isinstance(early, dict) or not early.get("violation"):
         return verdict
     why = unconfirmed(early, list(verdict.violations))
-    if write and early.get("confirmed") != (why is None):
+    if write and (early.get("confirmed") != (why is None) or early.get("harness_defect") != why):
         early["confirmed"] = why is None
+        early.pop("harness_defect", None)
         if why is not None:
             early["harness_defect"] = why
         write_json(path, storm)

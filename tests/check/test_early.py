@@ -101,15 +101,18 @@ def test_the_early_judge_proves_a_stale_write_once_the_horizon_passes_it(tmp_pat
     assert any(e.tag == "w0.1#1" for e in found[0].evidence)
 
 
-def _violation(clause: str, tag: str) -> Violation:
-    return Violation(clause, "s", (Evidence("w0.1", 1, "append", "r1", 1, 0, "ok", 1, 2, tag),))
+def _violation(clause: str, *tags: str) -> Violation:
+    return Violation(clause, "s", tuple(Evidence("w0.1", 1, "append", "r1", 1, 0, "ok", 1, 2, t) for t in tags))
 
 
 def test_an_early_violation_the_full_check_does_not_confirm_is_named_a_harness_defect() -> None:
-    early = {"violation": _violation("stale-rejected", "w0.1#1").to_json()}
-    assert unconfirmed(early, [_violation("stale-rejected", "w0.1#1")]) is None
-    assert "harness defect" in unconfirmed(early, [_violation("run-match", "w0.1#1")])
-    assert "harness defect" in unconfirmed(early, [_violation("stale-rejected", "w0.1#9")])
+    early = {"violation": _violation("stale-rejected", "w1.1#56", "w3.1#38", "w3.1#35").to_json()}
+    assert unconfirmed(early, [_violation("stale-rejected", "w1.1#56", "w3.1#38", "w3.1#35")]) is None
+    # the same read, the full check naming a later write in flight: confirmed
+    assert unconfirmed(early, [_violation("stale-rejected", "w1.1#56", "w3.1#41", "w3.1#35")]) is None
+    assert "harness defect" in unconfirmed(early, [_violation("run-match", "w1.1#56")])
+    assert "harness defect" in unconfirmed(early, [_violation("stale-rejected", "w3.1#38", "w1.1#56")])
+    assert "harness defect" in unconfirmed(early, [])
     assert unconfirmed({"violation": None}, []) is None
 
 

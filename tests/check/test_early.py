@@ -69,16 +69,26 @@ def test_the_horizon_waits_for_pending_calls_spawned_processes_and_stalls_but_no
     assert [op[7] for op in tail.items] == ["info"]  # its call never completed
 
 
-def _storm_history(tmp_path: Path) -> Path:
-    """Two tenures of one run, the first one's holder writing after the second was granted (stale-rejected)."""
+MS = 1_000_000
+
+
+def _two_tenures(tmp_path: Path, second: tuple[int, int]) -> tuple[Path, Path]:
+    """History files where w0.1 is granted epoch 1 of r1 at 1-2 ms and w1.1 epoch 2 over `second` (ms): the
+    history directory and w0.1's file."""
     hist = tmp_path / "history"
     hist.mkdir()
-    ms = 1_000_000
     a, b = hist / "w0.1.jsonl", hist / "w1.1.jsonl"
-    _line(a, _inv("w0.1", 0, 1 * ms, "acquire", owner="w0.1"))
-    _line(a, {"t": "ok", "p": "w0.1", "i": 0, "ts": 2 * ms, "v": {"epoch": 1}})
-    _line(b, _inv("w1.1", 0, 400 * ms, "acquire", owner="w1.1"))
-    _line(b, {"t": "ok", "p": "w1.1", "i": 0, "ts": 401 * ms, "v": {"epoch": 2}})
+    _line(a, _inv("w0.1", 0, 1 * MS, "acquire", owner="w0.1"))
+    _line(a, {"t": "ok", "p": "w0.1", "i": 0, "ts": 2 * MS, "v": {"epoch": 1}})
+    _line(b, _inv("w1.1", 0, second[0] * MS, "acquire", owner="w1.1"))
+    _line(b, {"t": "ok", "p": "w1.1", "i": 0, "ts": second[1] * MS, "v": {"epoch": 2}})
+    return hist, a
+
+
+def _storm_history(tmp_path: Path) -> Path:
+    """Two tenures of one run, the first one's holder writing after the second was granted (stale-rejected)."""
+    hist, a = _two_tenures(tmp_path, (400, 401))
+    ms = MS
     _line(a, _inv("w0.1", 1, 500 * ms, "append", ["r1", "w0.1", 1], seq=1, tag="w0.1#1", c=0))
     _line(a, {"t": "ok", "p": "w0.1", "i": 1, "ts": 501 * ms, "v": {}})
     for p in ("w0.1", "w1.1"):
@@ -123,14 +133,8 @@ def _runs_facts():
 def test_a_takeover_is_not_an_overlap_while_the_holders_release_may_still_be_in_flight(tmp_path: Path) -> None:
     from soak.workloads.runs.check.leases import check_grants
 
-    hist = tmp_path / "history"
-    hist.mkdir()
-    ms = 1_000_000
-    a, b = hist / "w0.1.jsonl", hist / "w1.1.jsonl"
-    _line(a, _inv("w0.1", 0, 1 * ms, "acquire", owner="w0.1"))
-    _line(a, {"t": "ok", "p": "w0.1", "i": 0, "ts": 2 * ms, "v": {"epoch": 1}})
-    _line(b, _inv("w1.1", 0, 50 * ms, "acquire", owner="w1.1"))
-    _line(b, {"t": "ok", "p": "w1.1", "i": 0, "ts": 60 * ms, "v": {"epoch": 2}})
+    hist, a = _two_tenures(tmp_path, (50, 60))
+    ms = MS
     _line(a, _inv("w0.1", 1, 55 * ms, "release", ["r1", "w0.1", 1]))  # w0.1's release, invoked before the grant ended
     judge = EarlyJudge(LiveHistory(hist), PLAN, _runs_facts())
     assert judge.step(now=80 * ms) == [] and judge.horizon == 55 * ms

@@ -10,9 +10,10 @@ spread (min-max) of each figure. Sections:
 - checker: `bench_checker.py` at 100k and 1M operations (10M with `--checker-10m`);
 - time to quorum of the smoke preset (median of 3 runs) and of one nightly run, last, when what
   is left of the `--budget` (570 s) allows it (about 240 s here);
-- time to detect mutants: a smoke storm (time bound `--mutant-bound`) against each mutant,
-  then the checker: the verdict, when the first violation's evidence was complete (seconds into
-  the storm), and the wall time from storm start to verdict.
+- time to detect mutants: a smoke storm (time bound `--mutant-bound`, `stop_on_violation`: the early judge
+  ends it at the first proven violation) against each mutant, then the checker: when the first violation's
+  evidence was complete (seconds into the storm), the wall time from storm start to the fail verdict, and when
+  the early judge found it.
 
     .venv/bin/python benchmarks/bench.py             # the full table (about 5 minutes)
     .venv/bin/python benchmarks/bench.py --quick     # one round, fewer sizes (about 1.5 minutes)
@@ -148,8 +149,10 @@ def _storm_once(scenario, store: str, run_dir: Path) -> dict:
         if ends:
             at = (max(ends) - info.started_ns) / 1e9
             first = at if first is None else min(first, at)
+    early = extra.get("early_judge") or {}
     return {"status": info.status, "quorum_s": extra.get("time_to_quorum_s"), "storm_wall": storm_wall,
-            "wall": wall, "verdict": verdict.result, "clauses": verdict.clauses, "first_evidence_s": first}
+            "wall": wall, "verdict": verdict.result, "clauses": verdict.clauses, "first_evidence_s": first,
+            "found_s": early.get("found_at_s"), "judge_cpu_s": early.get("cpu_s")}
 
 
 def _quorum(runs: int) -> None:
@@ -187,17 +190,19 @@ def _nightly(left_s: float, force: bool) -> None:
 def _mutants(runs: int, bound_s: float) -> None:
     from soak.scenario import load_scenario
 
-    _section(f"time to detect (smoke storm, time bound {bound_s:g} s, then check; {runs} runs each)")
-    sc = dataclasses.replace(load_scenario("smoke"), time_bound_s=bound_s)
+    _section(f"time to detect (smoke storm, stop_on_violation, time bound {bound_s:g} s, then check; {runs} runs each)")
+    sc = dataclasses.replace(load_scenario("smoke"), time_bound_s=bound_s, stop_on_violation=True)
     with tempfile.TemporaryDirectory(prefix="soak-bench-mutant-") as tmp:
         for name in MUTANTS:
             res = [_storm_once(sc, f"mutant:{name}", Path(tmp) / f"{name}{i}") for i in range(runs)]
             caught = [r for r in res if r["verdict"] == "fail"]
             firsts = [r["first_evidence_s"] for r in caught if r["first_evidence_s"] is not None]
             walls = [r["wall"] for r in caught]
+            found = [r["found_s"] for r in caught if r["found_s"] is not None]
             clauses = sorted({c for r in caught for c in r["clauses"]})
-            _row(f"mutant:{name}", f"first evidence {spread(firsts, lambda v: f'{v:.1f}')} s",
-                 f"caught {len(caught)}/{runs}; verdict after {spread(walls, lambda v: f'{v:.1f}')} s; "
+            _row(f"mutant:{name}", f"first evidence {spread(firsts, lambda v: f'{v:.1f}')} s, fail verdict after "
+                 f"{spread(walls, lambda v: f'{v:.1f}')} s",
+                 f"caught {len(caught)}/{runs}; early judge found it at {spread(found, lambda v: f'{v:.1f}')} s; "
                  f"{', '.join(clauses) or '-'}")
 
 

@@ -51,6 +51,7 @@ __all__ = [
     "COMPLETIONS",
     "INVOKE_NS",
     "HistoryCorruptError",
+    "HistoryTail",
     "HistoryWriter",
     "LEASE_OPS",
     "MUTATIONS",
@@ -60,6 +61,7 @@ __all__ = [
     "operation_tuples",
     "operations",
     "decode_line",
+    "decode_lines",
     "encode_lease",
     "first_invoke_ns",
     "payload_for",
@@ -459,8 +461,7 @@ def _batches(path: Path) -> Iterator[tuple[int, list[Any], HistoryCorruptError |
     """A history file's records a batch of lines at a time: (lines before the batch, one record a line, the error
     of an unreadable line that ends the batch's records, if any). A truncated last line is left out.
 
-    One typed decoder call per batch; a batch it rejects (a blank or corrupt line, a value of another type, a
-    record of another shape, a line holding two records) is read line by line as the untyped reader reads it.
+    Each batch is decoded by `decode_lines`.
     """
     done = 0
     with open(path, "rb") as fh:
@@ -471,17 +472,26 @@ def _batches(path: Path) -> Iterator[tuple[int, list[Any], HistoryCorruptError |
             last = batch[-1][-1] != 10  # b"\n": a truncated final line; the operation it would have completed stays unknown
             if last:
                 batch.pop()
-            try:
-                objs: list[Any] | None = _decode_batch(b"[" + b",".join(batch) + b"]")
-            except (msgspec.DecodeError, RecursionError):  # msgspec nests by recursion, orjson reads 1024 deep
-                objs = None
-            if objs is not None and len(objs) == len(batch):
-                yield done, objs, None
-            else:
-                yield done, *_read_lines(path, done, batch)
+            yield done, *decode_lines(path, done, batch)
             done += len(batch)
             if last:
                 return
+
+
+def decode_lines(path: Path, done: int, batch: list[bytes]) -> tuple[list[Any], HistoryCorruptError | None]:
+    """Complete lines of a history file (each ending in a newline), the `done` lines before them already read: one
+    record a line (None for a blank one), and the error of an unreadable line that ends them, if any.
+
+    One typed decoder call for the lines; lines it rejects (a blank or corrupt line, a value of another type, a
+    record of another shape, a line holding two records) are read one by one as the untyped reader reads them.
+    """
+    try:
+        objs: list[Any] | None = _decode_batch(b"[" + b",".join(batch) + b"]")
+    except (msgspec.DecodeError, RecursionError):  # msgspec nests by recursion, orjson reads 1024 deep
+        objs = None
+    if objs is not None and len(objs) == len(batch):
+        return objs, None
+    return _read_lines(path, done, batch)
 
 
 def _line(done: int, objs: list[Any], obj: Any) -> int:
@@ -561,3 +571,85 @@ def _incomplete_tuple(inv: Record) -> tuple[Any, ...]:
     """An invocation that never completed: unknown, concurrent with everything after it."""
     return (inv.process, inv.index, inv.f, inv.run, inv.lease, inv.intent, inv.value, "info", {}, "Incomplete",
             "no completion recorded (process killed or storm ended mid-call)", inv.time, None)
+
+
+class HistoryTail:
+    """One history file read as it grows (a storm's worker still writes it): its operations as `operation_tuples`
+    makes them, and its events, as far as their lines are complete.
+
+    `read()` takes the complete lines appended since the last read; an invoke waits in `pending_ns` until its
+    completion arrives. `items` holds what is complete, in file order, for the caller to take from the left.
+    `last_ns` is the time of the latest line read and `last_event` that line when it was an event. `end()` says
+    the process has ended: a pending invoke becomes an operation that never completed, as the whole reader makes it.
+    """
+
+    __slots__ = ("path", "make", "offset", "done", "partial", "pending", "items", "last_ns", "last_event", "leases")
+
+    def __init__(self, path: str | os.PathLike[str], make_lease: Callable[..., Any] | None = None) -> None:
+        from collections import deque
+
+        self.path = Path(path)
+        self.make = make_lease or _run_lease
+        self.offset = self.done = 0
+        self.partial = b""
+        self.pending: _Invoke | None = None
+        self.items: Any = deque()
+        self.last_ns: int | None = None
+        self.last_event: Record | None = None
+        self.leases: dict[Any, Any] = {}
+
+    @property
+    def pending_ns(self) -> int | None:
+        """When the invoke still waiting for its completion was made (None: none is)."""
+        return None if self.pending is None else self.pending.ts
+
+    def read(self) -> None:
+        """Take the lines appended since the last read (a last line without its newline waits for the rest)."""
+        try:
+            with open(self.path, "rb") as fh:
+                fh.seek(self.offset)
+                data = fh.read()
+        except FileNotFoundError:
+            return
+        if not data:
+            return
+        self.offset += len(data)
+        lines = (self.partial + data).split(b"\n")
+        self.partial = lines.pop()
+        lines = [line + b"\n" for line in lines]
+        objs, unreadable = decode_lines(self.path, self.done, lines)
+        for obj in objs:
+            self._take(obj, lines)
+        self.done += len(lines)
+        if unreadable is not None:
+            raise unreadable
+
+    def _take(self, obj: Any, lines: list[bytes]) -> None:
+        cls = type(obj)
+        if obj is None:
+            return
+        self.last_ns = obj.ts if cls is not Record else obj.time
+        if cls is _Invoke:
+            if self.pending is not None:
+                raise HistoryCorruptError(f"{self.path}: process {obj.p}: invoke {obj.i} while invoke "
+                                          f"{self.pending.i} is pending")
+            self.pending, self.last_event = obj, None
+            return
+        t = _OUTCOMES.get(cls)
+        if t is None:
+            self.last_event = obj if cls is Record else _event(obj)
+            self.items.append(self.last_event)
+            return
+        inv, self.pending, self.last_event = self.pending, None, None
+        if inv is None or inv.i != obj.i:
+            raise HistoryCorruptError(f"{self.path}: process {obj.p}: completion {obj.i} without its invoke")
+        lease = None if inv.lease is None else _intern(self.leases, inv.lease, self.make)
+        self.items.append((obj.p, inv.i, inv.f, inv.run, lease, inv.intent, inv.v, t, obj.v, obj.err, obj.msg,
+                           inv.ts, obj.ts))
+
+    def end(self) -> None:
+        """The process has ended: its pending invoke (if any) never completes."""
+        self.read()
+        if self.pending is not None:
+            inv, self.pending = self.pending, None
+            self.items.append(_incomplete_tuple(_decode({"t": "invoke", **msgspec.structs.asdict(inv)}, self.make)))

@@ -51,7 +51,8 @@ class RunInfo:
 
     `status` is `quorum` (every threshold met), `timeout` (time bound hit first),
     `interrupted` (Ctrl-C or a signal), `suspect` (stopped early at a suspect operation:
-    `stop_on_suspect`), `workers-lost` (every worker ended on its own and the replacements were
+    `stop_on_suspect`), `violation` (stopped early at the first violation the early judge proved:
+    `stop_on_violation`, or `stop_on_suspect`), `workers-lost` (every worker ended on its own and the replacements were
     used up), `error` (no worker could boot the store: `error` names the cause), or `crashed`
     (the harness itself failed; `error` names the file holding the traceback). `call_bound_s`
     is the `call-returns` bound the storm ran with (0 in run directories older than it: the

@@ -83,6 +83,9 @@ class Scenario:
     kill_in_call_bias: float = 0.5
     # end the storm at the first suspect operation (the workload's counter says which); the checker still judges
     stop_on_suspect: bool = False
+    # judge the history while the storm runs and end the storm at the first proven violation (the checker still
+    # judges the whole history); stop_on_suspect implies it
+    stop_on_violation: bool = False
     quorum: dict[str, int] | None = None
     options: Any = None
 
@@ -169,6 +172,7 @@ _FIELDS: dict[str, tuple[Any, str]] = {
     "kill_interval_s": number_key(0),
     "kill_in_call_bias": number_key(0, 1),
     "stop_on_suspect": _bool(),
+    "stop_on_violation": _bool(),
 }
 #: The storm's own table; a workload adds its own (`Workload.option_tables`, e.g. the runs workload's `mix`).
 _QUORUM = "quorum"

@@ -12,7 +12,10 @@ mutant's own clause, in every one of `runs` tries; the reference claim store mus
 
 Time to the first violation is measured on the history clock from the storm's start to the
 moment the earliest violation was fully evidenced (the last completion among its cited
-operations); without evidence times, the storm's whole length stands in.
+operations); without evidence times, the storm's whole length stands in. The wall time to the
+verdict runs from the storm's start until the checker has judged it: storms that stop at their
+first suspect also stop at the first violation the early judge proves (`stop_on_suspect` implies
+`stop_on_violation`), so a broken store waits little longer than its first evidence.
 """
 
 from __future__ import annotations
@@ -65,6 +68,7 @@ class StormOutcome:
     seconds: float = 0.0  # storm length (start to stop)
     first_violation_s: float | None = None  # None unless the verdict is fail
     note: str = ""  # the first inconclusive reason or the storm error
+    verdict_s: float | None = None  # wall seconds from the storm's start to its verdict (storm, snapshot, check)
 
 
 @dataclass(slots=True)
@@ -96,6 +100,12 @@ class MutantResult:
     @property
     def median_first_violation_s(self) -> float | None:
         times = [s.first_violation_s for s in self.storms if s.first_violation_s is not None]
+        return statistics.median(times) if times else None
+
+    @property
+    def median_verdict_s(self) -> float | None:
+        """Median wall seconds from a catching storm's start to its fail verdict."""
+        times = [s.verdict_s for s in self.storms if s.verdict == "fail" and s.verdict_s is not None]
         return statistics.median(times) if times else None
 
 
@@ -166,13 +176,14 @@ class SelftestReport(_Outcome):
                 own = m.clause in m.conformance_clauses
                 n = len(m.conformance_clauses)
                 conf = f"yes ({n} clause{'s' if n != 1 else ''}, {'incl. its own' if own else 'not its own'})"
-            med = m.median_first_violation_s
+            med, wall = m.median_first_violation_s, m.median_verdict_s
             out.append({
                 "mutant": m.name,
                 "breaks": m.clause,
                 "conformance": conf,
                 "storm": f"{m.caught}/{len(m.storms)}",
                 "median_s": "-" if med is None else f"{med:.1f}",
+                "verdict_s": "-" if wall is None else f"{wall:.1f}",
                 "storm clauses": ", ".join(m.storm_clauses) or "-",
             })
         return out
@@ -180,8 +191,8 @@ class SelftestReport(_Outcome):
     def table(self) -> str:
         """The self-test table as text, reference stores and totals below it."""
         rows = self.rows()
-        cols = ["mutant", "breaks", "conformance", "storm", "median_s", "storm clauses"]
-        heads = {"median_s": "median s to 1st violation", "storm": "storm caught"}
+        cols = ["mutant", "breaks", "conformance", "storm", "median_s", "verdict_s", "storm clauses"]
+        heads = {"median_s": "median s to 1st evidence", "verdict_s": "median s to fail", "storm": "storm caught"}
         widths = {c: max([len(heads.get(c, c))] + [len(r[c]) for r in rows]) for c in cols}
         lines = ["  ".join(heads.get(c, c).ljust(widths[c]) for c in cols).rstrip()]
         lines += ["  ".join(r[c].ljust(widths[c]) for c in cols).rstrip() for r in rows]
@@ -203,7 +214,8 @@ class SelftestReport(_Outcome):
     def to_dict(self) -> dict[str, Any]:
         def mutant(m: MutantResult) -> dict[str, Any]:
             d = asdict(m)
-            d.update(caught=m.caught, escaped=m.escaped, median_first_violation_s=m.median_first_violation_s)
+            d.update(caught=m.caught, escaped=m.escaped, median_first_violation_s=m.median_first_violation_s,
+                     median_verdict_s=m.median_verdict_s)
             return d
 
         return {
@@ -244,10 +256,11 @@ def storm_once(scenario: Any, spec: Any, run_dir: Path) -> StormOutcome:
         verdict = check_run(run_dir)
     except Exception as exc:  # a checker that crashes is inconclusive, never pass
         verdict = Verdict.build(reasons=[f"the checker raised {type(exc).__name__}: {exc}"])
+    verdict_s = time.monotonic() - t0
     first = _first_violation_s(verdict, info.started_ns, seconds) if verdict.result == "fail" else None
     note = info.error or (verdict.reasons[0] if verdict.reasons else "")
     return StormOutcome(str(run_dir), info.status, verdict.result, tuple(verdict.clauses), round(seconds, 3),
-                        first, note[:300])
+                        first, note[:300], round(verdict_s, 3))
 
 
 def _default_root() -> Path:

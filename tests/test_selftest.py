@@ -194,3 +194,16 @@ def test_cli_rejects_an_unknown_mutant_and_zero_runs(capsys):
         selftest(runs=0)
     assert main(["selftest", "--mutant", "unfenced-append", "--reference", "memory:"]) == 2
     assert "one process" in capsys.readouterr().err
+
+
+def test_the_table_shows_the_median_times_to_first_evidence_and_to_the_fail_verdict():
+    from soak.selftest import MutantResult, SelftestReport, StormOutcome
+
+    storms = [StormOutcome("d", "violation", "fail", ("stale-rejected",), 2.0, first, verdict_s=wall)
+              for first, wall in ((1.0, 2.5), (1.4, 3.5), (0.8, 9.0))]
+    storms.append(StormOutcome("d", "quorum", "pass", (), 9.0, None, verdict_s=1.0))  # an escape: not a fail time
+    report = SelftestReport(4, "smoke", "x", [MutantResult("split-fence", "atomic-fence", "", storms=storms)])
+    [row] = report.rows()
+    assert (row["median_s"], row["verdict_s"]) == ("1.0", "3.5")
+    assert "median s to fail" in report.table().splitlines()[0]
+    assert report.to_dict()["mutants"][0]["median_verdict_s"] == 3.5

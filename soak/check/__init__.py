@@ -9,6 +9,7 @@ no-crash and what the history must hold; `soak.check.parallel`: time slices on t
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -46,6 +47,32 @@ def run_settings(info: RunInfo, state_error: str | None = None) -> dict[str, Any
     )
 
 
+def _confirm_early(run_dir: Path, verdict: Verdict, write: bool) -> Verdict:
+    """The verdict, with a reason added when the early judge stopped the storm at a violation this check does not
+    confirm (a harness defect: never a pass, whatever else the check found); `storm.json` records whether it was
+    confirmed."""
+    from soak.check.early import unconfirmed
+
+    path = run_dir / "storm.json"
+    try:
+        storm = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return verdict
+    early = storm.get("early_judge") if isinstance(storm, dict) else None
+    if not isinstance(early, dict) or not early.get("violation"):
+        return verdict
+    why = unconfirmed(early, list(verdict.violations))
+    if write and (early.get("confirmed") != (why is None) or early.get("harness_defect") != why):
+        early["confirmed"] = why is None
+        early.pop("harness_defect", None)
+        if why is not None:
+            early["harness_defect"] = why
+        write_json(path, storm)
+    if why is None:
+        return verdict
+    return Verdict.build(verdict.violations, [*verdict.reasons, why], verdict.stats)
+
+
 def check_run(run_dir: str | os.PathLike[str], *, write: bool = True) -> Verdict:
     """Check a stored run and write its `verdict.json` (unless `write` is False).
 
@@ -76,6 +103,7 @@ def check_run(run_dir: str | os.PathLike[str], *, write: bool = True) -> Verdict
         settings = run_settings(info, state_error)
         with TwoCores(paths, lambda: plan.new_facts(state, info, **settings), plan) as cores:
             verdict = judge(lambda: plan.finish(cores.fold()), plan)
+        verdict = _confirm_early(run_dir, verdict, write)
     if write:
         write_json(run_dir / VERDICT_FILE, verdict.to_json())
     return verdict

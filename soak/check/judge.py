@@ -54,8 +54,9 @@ class CheckPlan:
     - `load_state(run_dir)`: the final state saved in a run directory (raises `RunDirError` when it is not);
     - bounded memory (all four, or none: the history is then folded whole): `new_part(facts)` for a part to fold
       elsewhere, `merge(facts, part)`, `settle(facts, until)` after each time slice, `ship(part)` for the part
-      as a child process sends it; `unordered` and `overlap` are the exceptions `fold` and `merge` raise when a
-      file is out of invocation order or a process's records are in two parts.
+      as a child process sends it, `proven(facts)` for the violations proven so far (no later operation can undo
+      them); `unordered` and `overlap` are the exceptions `fold` and `merge` raise when a file is out of
+      invocation order or a process's records are in two parts.
     """
 
     new_facts: Callable[..., Any]
@@ -71,6 +72,9 @@ class CheckPlan:
     #: the workload's lease decoder for the history reader (`soak.history.operation_tuples`; None: a run lease)
     make_lease: Callable[..., Any] | None = None
     ship: Callable[[Any], Any] = lambda part: part
+    #: bounded memory: the violations proven so far, while the history is still folded a slice at a time (what
+    #: settling judged; the early judge stops a storm at the first, `soak.check.early`)
+    proven: Callable[[Any], list[Violation]] = lambda facts: [v for vs in facts.early.values() for v in vs]
     unordered: type[Exception] = _Never
     overlap: type[Exception] = _Never
 

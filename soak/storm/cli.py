@@ -36,6 +36,9 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
                         help="end the storm at the first stale or cross-run operation accepted (or answered "
                              "untyped); the checker still judges, and a stopped storm without a violation is "
                              "inconclusive")
+    parser.add_argument("--stop-on-violation", action="store_true",
+                        help="judge the history while the storm runs and end it at the first proven violation "
+                             "(the checker then judges the whole history: the verdict is fail)")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", dest="overrides",
                         help="override any scenario key, e.g. --set quorum.takeovers=80 (repeatable)")
 
@@ -47,6 +50,8 @@ def _overrides(args: argparse.Namespace) -> dict[str, Any]:
         out[key] = value
     if getattr(args, "stop_on_suspect", False):
         out["stop_on_suspect"] = True
+    if getattr(args, "stop_on_violation", False):
+        out["stop_on_violation"] = True
     for key, value in (("store", args.store), ("workers", args.workers), ("lease_ttl_ms", args.ttl_ms),
                        ("seed", args.seed), ("time_bound_s", args.time_bound)):
         if value is not None:

@@ -218,6 +218,9 @@ class _Storm:
         self.quorum = QuorumTracker(self.history_dir, self.workload.new_counter(scenario), scenario.quorum)
         self.timeline = open(run_dir / QUORUM_FILE, "a")  # one line of counts per second, written live
         self.hung: dict[str, int] = {}  # surface -> store calls killed for exceeding call_timeout_s
+        self.early: Any = None  # the early judge's process (`start_early`)
+        self.early_stop = self.mp.RawValue("b", 0)
+        self.early_found = self.mp.RawValue("b", 0)
 
     def _nemesis(self, start_ns: int | None = None) -> Nemesis:
         return Nemesis(self.sc, self.rng, self.events, start_ns=start_ns, surfaces=self.surfaces,
@@ -410,6 +413,40 @@ class _Storm:
             return f"the final-state reader ended by {how} before saving the state (see {self.run_dir / 'snapshot.stderr'})"
         return None
 
+    # -- the early judge ---------------------------------------------------------------------
+
+    def start_early(self, info: RunInfo, start: int) -> None:
+        """With `stop_on_violation` (or `stop_on_suspect`), start the early judge beside the storm: a process that
+        checks the history as it grows and flags its first proven violation (`soak.check.early`)."""
+        if not (self.sc.stop_on_violation or self.sc.stop_on_suspect):
+            return
+        from soak.check import run_settings
+        from soak.check.early import judge_main
+
+        settings = run_settings(info, "the storm is still running")
+        self.early = self.mp.Process(target=judge_main, name="early-judge", daemon=True,
+                                     args=(str(self.run_dir), self.sc.workload, info, settings, start,
+                                           self.early_stop, self.early_found))
+        _start(self.early)
+
+    def finish_early(self) -> dict[str, Any] | None:
+        """Stop the early judge and return what it recorded (`early.json`), or None when none ran."""
+        if self.early is None:
+            return None
+        from soak.check.early import EARLY_FILE
+
+        self.early_stop.value = 1
+        self.early.join(10)
+        if self.early.is_alive():
+            self.early.kill()
+            self.early.join(5)
+            return {"error": "the early judge did not stop within 10 s"}
+        try:
+            return json.loads((self.run_dir / EARLY_FILE).read_text())
+        except (OSError, ValueError) as exc:
+            end = _end(self.early.exitcode)
+            return {"error": f"the early judge left no {EARLY_FILE} ({exc}; exit {end})"}
+
     def _sample(self, elapsed_ns: int) -> None:
         row = {"t_s": round(elapsed_ns / 1e9, 3), **self.quorum.counts()}
         self.timeline.write(json.dumps(row, separators=(",", ":")) + "\n")
@@ -422,6 +459,7 @@ class _Storm:
         self.history_dir.mkdir(parents=True, exist_ok=True)
         start = now_ns()
         info.started_ns = start
+        self.start_early(info, start)
         for slot in range(self.sc.workers):
             self.spawn(slot, "start")
         self.release_boot_barrier()
@@ -447,6 +485,11 @@ class _Storm:
                             quorum_at = (now - start) / 1e9
                             status = "quorum"
                             break
+                        if self.early_found.value:
+                            # the early judge proved a violation; the checker judges the whole history
+                            status = "violation"
+                            extra["stopped_early"] = {"reason": "violation", "at_s": round((now - start) / 1e9, 3)}
+                            break
                         if self.sc.stop_on_suspect and self.quorum.suspects:
                             # stop at the first suspect; the checker decides from the history
                             status = "suspect"
@@ -469,8 +512,13 @@ class _Storm:
                         break
                     time.sleep(_TICK_S)
         finally:
+            self.early_stop.value = 1
             extra.update(self.stop_all())
+            early = self.finish_early()
+            if early is not None:
+                extra["early_judge"] = early
         info.status = status
+        extra["stop_reason"] = status
         extra["hung_calls"] = dict(self.hung)  # the checker names each one (call-returns)
         extra["strikes"] = dict(self.nemesis.strikes)
         self.quorum.poll()
@@ -552,7 +600,9 @@ def run_storm(
     The run directory is `out_dir`, or `reports/<UTC timestamp>-<scenario>/`. The storm ends at
     quorum, at the time bound, on SIGINT/SIGTERM (`interrupted`), when no worker can boot the
     store (`error`), or, with `scenario.stop_on_suspect`, at the first suspect operation
-    (`suspect`; storm.json's `stopped_early` names it), when every worker has ended and the replacements are used up
+    (`suspect`; storm.json's `stopped_early` names it), with `stop_on_violation` (or `stop_on_suspect`) at the first
+    violation the early judge proves while the storm runs (`violation`; storm.json's `early_judge` has it, with when
+    its evidence was complete and when the judge found it), when every worker has ended and the replacements are used up
     (`workers-lost`), or when the harness itself fails (`crashed`: the traceback is in the run directory). Every
     worker is stopped and reaped before this returns.
     """
@@ -564,6 +614,9 @@ def run_storm(
     if target is None or isinstance(target, str):
         target = resolve(target or scenario.store, kind=store_kind(get_workload(scenario.workload)))
     ensure_shared(target)
+    if scenario.stop_on_violation and not get_workload(scenario.workload).check_plan().bounded:
+        raise ScenarioError(f"stop_on_violation: the {scenario.workload} workload's checker cannot judge a storm "
+                            "while it runs yet (it does not settle time slices); set stop_on_violation = false")
     seed = scenario.seed or secrets.randbelow(2**31 - 1) + 1
     scenario = dataclasses.replace(scenario, seed=seed, store=redact(target.spec))
     run_dir = Path(out_dir) if out_dir is not None else default_run_dir(scenario.name)

@@ -32,8 +32,10 @@ from soak.check.judge import CheckPlan, Checker, Runner, run_checkers
 from soak.check.judge import judge as _judge
 from soak.check.verdict import Verdict
 from soak.history import Operation
+from soak.workloads.runs.check.boot import check_boot
 from soak.workloads.runs.check.checkers import CHECKERS, WHOLE_HISTORY
 from soak.workloads.runs.check.facts import Facts, finish, new_facts, new_part
+from soak.workloads.runs.check.leases import check_grants
 from soak.workloads.runs.check.folding import FoldOverlap, Unordered, fold, merge, merge_objects, merge_reads, merge_tenures
 from soak.workloads.runs.check.ops import default_margin_ns, evidence
 from soak.workloads.runs.check.settling import settle
@@ -95,6 +97,14 @@ def _load_state(run_dir: Any) -> Any:
     return load_snapshot(run_dir)
 
 
+def _proven(facts: Facts) -> list[Any]:
+    """What settling judged, and what no later operation can undo: operations the fold proved wrong on their own
+    (a lease used on another run, a failed boot) and, of tenures still live, an epoch granted twice or below an
+    earlier grant (an epoch-resetting store's tenures never retire)."""
+    return [*facts.scan_violations, *check_boot(facts), *check_grants(facts, overlap=False),
+            *(v for vs in facts.early.values() for v in vs)]
+
+
 #: How the runs workload's histories are checked (`soak.check.check_run`, `soak.check.parallel`).
 PLAN = CheckPlan(
     new_facts=_plan_facts, fold=fold, finish=finish, checkers=CHECKERS, load_state=_load_state,
@@ -102,4 +112,5 @@ PLAN = CheckPlan(
     # a part as the child sends it: without the final state and its index (the parent has them)
     ship=lambda part: dataclasses.replace(part, snapshot=None, index={}),
     unordered=Unordered, overlap=FoldOverlap,
+    proven=lambda facts: _proven(facts),
 )

@@ -69,8 +69,18 @@ def test_recoveries_and_aborts_of_the_history_are_in_the_report(claims_run: Path
         assert [op.run, str(op.lease.epoch), f"{op.lease.node}/{op.lease.agent}", op.args["by"]] in \
             [r[:4] for r in rows]
     assert {r[-1] for r in _table_rows(text, "Returning-owner aborts")} >= {op.tag for op in aborted}
-    recovered_tenures = {(t.run, t.epoch) for t in data.tenures if t.ended == "recovered"}
-    assert {(op.run, op.lease.epoch) for op in recovered} <= recovered_tenures
+    # a tenure ends at the first call that ended it: its recovery, unless its own release was accepted before
+    ended = {(t.run, t.epoch): t.ended for t in data.tenures}
+    released_at = {}
+    for op in data.ops:
+        if op.f == "release" and op.outcome == "ok" and op.lease is not None:
+            key = (op.run, op.lease.epoch)
+            released_at[key] = min(released_at.get(key, op.complete_ns), op.complete_ns)
+    for op in recovered:
+        key = (op.run, op.lease.epoch)
+        want = "released" if released_at.get(key, op.complete_ns + 1) < op.complete_ns else "recovered"
+        assert ended.get(key) == want, (key, ended.get(key), want)
+    assert "recovered" in ended.values()
     counts = {r[0]: r[1] for r in _table_rows(text, "Counts")}
     storm = data.storm["counts"]
     for key in ("claims_won", "conflicts", "recoveries", "aborts", "splits_repaired"):

@@ -45,8 +45,9 @@ def _at(op: Any) -> int:
 
 
 def report_tenures(ops: list[Any], t1: int) -> list[Any]:
-    """One tenure per epoch of a task: from the accepted claim that granted it to its release, its recovery, the
-    grant of the next epoch (or its own last accepted use, if that came later) or the end of the history `t1`.
+    """One tenure per epoch of a task: from the accepted claim that granted it (or an unknown claim of its holder that
+    a later accepted call under it proves) to its release, its recovery, the grant of the next epoch (or its own
+    last accepted use, if that came later) or the end of the history `t1`.
     The holder is the claim's `node/agent`, its group the node."""
     from soak.report.data import Tenure
 
@@ -64,6 +65,13 @@ def report_tenures(ops: list[Any], t1: int) -> list[Any]:
             tenures[key] = Tenure(op.run, int(epoch), f"{owner[0]}/{owner[1]}", at, t1, "open", str(owner[0]))
         elif at < t.start_ns:
             t.start_ns = at
+    # a claim whose answer is unknown (its caller was killed or timed out) may still have granted a tenure: one
+    # that a later accepted call under it proves (a recovery of it, say) starts at that claim's invoke
+    unknown: dict[tuple[str, str], int] = {}
+    for op in ops:
+        if op.f == "claim" and op.outcome == "info" and op.lease is None:
+            who = (op.run, f"{op.args.get('node')}/{op.args.get('agent')}")
+            unknown[who] = min(unknown.get(who, op.invoke_ns), op.invoke_ns)
     last_use: dict[tuple[str, int], int] = {}
     for op in ops:
         if op.outcome != "ok" or op.lease is None:
@@ -71,7 +79,11 @@ def report_tenures(ops: list[Any], t1: int) -> list[Any]:
         key = (op.lease.key, int(op.lease.epoch))
         t = tenures.get(key)
         if t is None:
-            continue
+            holder = f"{op.lease.node}/{op.lease.agent}"
+            start = unknown.get((op.lease.key, holder))
+            if start is None:
+                continue
+            t = tenures[key] = Tenure(op.lease.key, key[1], holder, start, t1, "open", str(op.lease.node))
         at = _at(op)
         if op.f in ("release", "recover"):
             if t.ended == "open" or at < t.end_ns:  # the first call that ended it

@@ -39,8 +39,8 @@ from soak.spi import (
     LeaseHeldError,
     RunMeta,
     StoreBusyError,
-    ref_run,
 )
+from soak.stores._blobs import SharedBlobs
 
 __all__ = ["PostgresStore", "cleanup_postgres", "namespace", "open_postgres"]
 
@@ -81,37 +81,6 @@ def _connect(dsn: str, schema: str | None, connect_timeout_s: float, lock_timeou
                            application_name=f"soak:{schema or 'admin'}", options=options)
 
 
-class _PgBlobs:
-    """The transcript blob store sharing the run store's connection and fencing domain."""
-
-    fenced_writes = True
-
-    def __init__(self, store: PostgresStore) -> None:
-        self._store = store
-
-    def put(self, ref: str, blob: bytes, lease: Lease | None = None) -> None:
-        run_id = ref_run(ref)
-        self._store._mutate(
-            run_id, lease,
-            "w AS (INSERT INTO blobs (ref, run_id, data) SELECT %(ref)s, %(r)s, %(d)s FROM fence"
-            " ON CONFLICT (ref) DO UPDATE SET data = EXCLUDED.data RETURNING 1)",
-            {"ref": ref, "r": run_id, "d": bytes(blob)},
-        )
-
-    def get(self, ref: str) -> bytes | None:
-        row = self._store._read("SELECT data FROM blobs WHERE ref = %(ref)s", {"ref": ref}, one=True)
-        return None if row is None else bytes(row[0])
-
-    def list(self, run_id: str) -> list[str]:
-        rows = self._store._read("SELECT ref FROM blobs WHERE run_id = %(r)s ORDER BY ref", {"r": run_id})
-        return [r[0] for r in rows]
-
-    def delete(self, ref: str, lease: Lease | None = None) -> None:
-        run_id = ref_run(ref)
-        self._store._mutate(run_id, lease, "w AS (DELETE FROM blobs WHERE ref = %(ref)s AND EXISTS (SELECT 1 FROM fence)"
-                            " RETURNING 1)", {"ref": ref})
-
-
 class PostgresStore:
     """The fenced run store over one PostgreSQL schema, safe across processes and hosts."""
 
@@ -130,7 +99,7 @@ class PostgresStore:
         self._conn: psycopg.Connection | None = None
         self._closed = False
         self._boot(int(boot_timeout_ms))
-        self.transcripts = _PgBlobs(self)
+        self.transcripts = SharedBlobs(self)
 
     # -- connection plumbing ----------------------------------------------------------------
 
@@ -302,6 +271,24 @@ class PostgresStore:
             " w AS (DELETE FROM meta WHERE run_id = %(r)s AND EXISTS (SELECT 1 FROM fence) RETURNING 1)",
             {"r": run_id},
         )
+
+    # -- blobs (store.transcripts) ----------------------------------------------------------
+
+    def _blob_put(self, run_id: str, ref: str, blob: bytes, lease: Lease | None) -> None:
+        self._mutate(run_id, lease, "w AS (INSERT INTO blobs (ref, run_id, data) SELECT %(ref)s, %(r)s, %(d)s FROM fence"
+                     " ON CONFLICT (ref) DO UPDATE SET data = EXCLUDED.data RETURNING 1)",
+                     {"ref": ref, "r": run_id, "d": blob})
+
+    def _blob_get(self, run_id: str, ref: str) -> bytes | None:
+        row = self._read("SELECT data FROM blobs WHERE ref = %(ref)s", {"ref": ref}, one=True)
+        return None if row is None else bytes(row[0])
+
+    def _blob_list(self, run_id: str) -> list[str]:
+        return [r[0] for r in self._read("SELECT ref FROM blobs WHERE run_id = %(r)s ORDER BY ref", {"r": run_id})]
+
+    def _blob_delete(self, run_id: str, ref: str, lease: Lease | None) -> None:
+        self._mutate(run_id, lease, "w AS (DELETE FROM blobs WHERE ref = %(ref)s AND EXISTS (SELECT 1 FROM fence)"
+                     " RETURNING 1)", {"ref": ref})
 
     def close(self) -> None:
         self._closed = True

@@ -36,8 +36,8 @@ from soak.spi import (
     LeaseHeldError,
     RunMeta,
     StoreBusyError,
-    ref_run,
 )
+from soak.stores._blobs import SharedBlobs
 
 __all__ = ["RedisStore", "cleanup_redis", "namespace", "open_redis"]
 
@@ -137,29 +137,6 @@ def _unpack_meta(run_id: str, raw: bytes) -> RunMeta:
     return RunMeta(run_id, status.decode(), int(segments), bytes(payload))
 
 
-class _RedisBlobs:
-    """The transcript blob store: one hash per run (ref -> bytes), fenced by the same scripts."""
-
-    fenced_writes = True
-
-    def __init__(self, store: RedisStore) -> None:
-        self._store = store
-
-    def put(self, ref: str, blob: bytes, lease: Lease | None = None) -> None:
-        run_id = ref_run(ref)
-        self._store._mutate("hset", run_id, lease, [self._store._key("blobs", run_id)], [ref, bytes(blob)])
-
-    def get(self, ref: str) -> bytes | None:
-        return self._store._call(lambda r: r.hget(self._store._key("blobs", ref_run(ref)), ref))
-
-    def list(self, run_id: str) -> list[str]:
-        return sorted(k.decode() for k in self._store._call(lambda r: r.hkeys(self._store._key("blobs", run_id))))
-
-    def delete(self, ref: str, lease: Lease | None = None) -> None:
-        run_id = ref_run(ref)
-        self._store._mutate("hdel", run_id, lease, [self._store._key("blobs", run_id)], [ref])
-
-
 class RedisStore:
     """The fenced run store under one Redis key prefix, safe across processes and hosts."""
 
@@ -176,7 +153,7 @@ class RedisStore:
         self._scripts = {name: self._r.register_script(_PRELUDE.replace("{now}", self.NOW) + body)
                          for name, body in _SCRIPTS.items()}
         self._call(lambda r: r.hsetnx(REGISTRY, self.prefix, self.location))  # the bootstrap: idempotent
-        self.transcripts = _RedisBlobs(self)
+        self.transcripts = SharedBlobs(self)
 
     # -- plumbing ---------------------------------------------------------------------------
 
@@ -264,6 +241,20 @@ class RedisStore:
     def delete(self, run_id: str, lease: Lease | None = None) -> None:
         self._mutate("delete", run_id, lease, [self._key("tail", run_id), self._key("journal", run_id),
                                                self._key("meta")], [run_id])
+
+    # -- blobs (store.transcripts): one hash per run, ref -> bytes ----------------------------
+
+    def _blob_put(self, run_id: str, ref: str, blob: bytes, lease: Lease | None) -> None:
+        self._mutate("hset", run_id, lease, [self._key("blobs", run_id)], [ref, blob])
+
+    def _blob_get(self, run_id: str, ref: str) -> bytes | None:
+        return self._call(lambda r: r.hget(self._key("blobs", run_id), ref))
+
+    def _blob_list(self, run_id: str) -> list[str]:
+        return sorted(k.decode() for k in self._call(lambda r: r.hkeys(self._key("blobs", run_id))))
+
+    def _blob_delete(self, run_id: str, ref: str, lease: Lease | None) -> None:
+        self._mutate("hdel", run_id, lease, [self._key("blobs", run_id)], [ref])
 
     def close(self) -> None:
         if self._r is not None:

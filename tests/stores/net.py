@@ -4,6 +4,7 @@ namespace is removed afterwards (every test leaves the server as it found it).""
 from __future__ import annotations
 
 import contextlib
+import os
 import shutil
 import tempfile
 from collections.abc import Iterator
@@ -27,3 +28,17 @@ def location(target: StoreTarget) -> Iterator[str]:
 
 def target(spec: str) -> StoreTarget:
     return resolve(spec)
+
+
+@contextlib.contextmanager
+def one_at_a_time(what: str) -> Iterator[None]:
+    """Across pytest-xdist workers, one holder at a time: a PostgreSQL conformance run opens about 52
+    connections (48 atomic-fence thieves), and two at once would pass the server's default 100."""
+    import fcntl
+
+    with open(os.path.join(tempfile.gettempdir(), f"soak-tests-{what}.lock"), "w") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)

@@ -98,14 +98,45 @@ def raw_limit_detail(store: str = "sqlite:", *, processes: int = 4, seconds: flo
                  for i in range(processes)]
         for p in procs:
             p.start()
-        rates = [results.get(timeout=seconds + 60) for _ in procs]
-        for p in procs:
-            p.join()
+        try:
+            rates = [results.get(timeout=seconds + 60) for _ in procs]
+            for p in procs:
+                p.join()
+        finally:
+            target.cleanup(location)  # a networked store's namespace
     return RawLimit(sum(r for r, _, _ in rates), sum(lost for _, lost, _ in rates),
                     sum(c for _, _, c in rates) / len(rates))
 
 
+def compare(stores: list[str], processes: list[int], seconds: float, rounds: int) -> None:
+    """Each store's bare fenced-append rate at each process count, as a ratio to the first store's (one run)."""
+    print(f"| store | processes | fenced appends/s (median of {rounds}) | vs {stores[0]} | CPU us/append | lost |")
+    print("|---|---|---|---|---|---|")
+    for n in processes:
+        base = None
+        for spec in stores:
+            runs = sorted((raw_limit_detail(spec, processes=n, seconds=seconds) for _ in range(rounds)),
+                          key=lambda r: r.rate)
+            r = runs[len(runs) // 2]
+            base = base or r.rate
+            print(f"| {spec} | {n} | {r.rate:,.0f} | {r.rate / base:.2f} | {r.cpu_per_op_s * 1e6:.0f} | {r.lost} |",
+                  flush=True)
+
+
 if __name__ == "__main__":
-    for rec in (False, True):
-        r = raw_limit_detail(record=rec)
-        print(f"record={rec}: {r.rate:,.0f} fenced appends/s, {r.cpu_per_op_s * 1e6:.0f} CPU us per append")
+    import argparse
+
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--compare", nargs="+", metavar="SPEC",
+                   help="stores to compare, the first the baseline (e.g. sqlite: postgresql://127.0.0.1:5432/test "
+                        "redis://127.0.0.1:6379/0)")
+    p.add_argument("--processes", type=int, nargs="+", default=[1, 4])
+    p.add_argument("--seconds", type=float, default=3.0)
+    p.add_argument("--rounds", type=int, default=3)
+    args = p.parse_args()
+    if args.compare:
+        compare(args.compare, args.processes, args.seconds, args.rounds)
+    else:
+        for rec in (False, True):
+            r = raw_limit_detail(record=rec)
+            print(f"record={rec}: {r.rate:,.0f} fenced appends/s, {r.cpu_per_op_s * 1e6:.0f} CPU us per append")

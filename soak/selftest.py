@@ -311,13 +311,15 @@ def selftest(
     from soak.conformance import run_conformance
     from soak.scenario import load_scenario
     from soak.stores.mutants import MUTANTS
+    from soak.stores.net_mutants import NET_MUTANTS
 
     if runs < 1:
         raise SelftestUsageError(f"--runs {runs} runs no storm; use 1 or more")
     names = list(MUTANTS) if mutants is None else list(mutants)
-    unknown = [n for n in names if n not in MUTANTS]
+    catalogue = {**MUTANTS, **NET_MUTANTS}  # the networked ones by name only: they need their servers
+    unknown = [n for n in names if n not in catalogue]
     if unknown:
-        raise StoreSpecError(f"no mutant {unknown[0]!r}; use one of {', '.join(MUTANTS)}")
+        raise StoreSpecError(f"no mutant {unknown[0]!r}; use one of {', '.join(catalogue)}")
     refs = _check_references(reference)
     sc = load_scenario(scenario, {**(overrides or {}), "stop_on_suspect": stop_on_suspect})
     root = Path(out_root) if out_root is not None else _default_root()
@@ -326,7 +328,7 @@ def selftest(
     report = SelftestReport(runs, sc.name, str(root))
     t0 = time.monotonic()
     for name in names:
-        m = MUTANTS[name]
+        m = catalogue[name]
         result = MutantResult(name, m.clause, m.summary)
         if conformance:
             c0 = time.monotonic()

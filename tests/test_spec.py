@@ -96,8 +96,11 @@ def test_callable_spec_reaches_tests_package():
         ("", ["store spec is empty", "sqlite:"]),
         ("   ", ["store spec is empty"]),
         ("no_such_entry_point", ["no store named 'no_such_entry_point'", "soak.stores", "package.module:callable"]),
-        ("postgresql://db/x", ["not part of this soak version yet", "use sqlite:"]),
-        ("redis://localhost", ["not part of this soak version yet"]),
+        ("postgresql://db/x?bogus=1", ["malformed", "postgresql://HOST:PORT/DATABASE", "lock_timeout_ms"]),
+        ("postgresql://db/x?lock_timeout_ms=soon", ["is not a number", "lock_timeout_ms=2000"]),
+        ("redis://localhost/zero", ["malformed", "redis://HOST:PORT/DB"]),
+        ("redis://localhost?pool=2", ["has no option 'pool'", "socket_timeout_s"]),
+        ("mutant:no-such", ["no mutant named 'no-such'", "pg-split-fence", "unfenced-meta"]),
     ],
 )
 def test_bad_specs_are_one_line_naming_the_fix(spec, fragments):

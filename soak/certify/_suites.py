@@ -60,6 +60,7 @@ def probe_clock(target: StoreTarget, busy: BusyCount) -> tuple[bool | None, str]
     except BusyExhausted as exc:
         return None, f"unknown: {exc}"
     finally:
+        target.cleanup(location)
         shutil.rmtree(location, ignore_errors=True)
     if declared:
         return True, "declared (injectable_clock = True): conformance and the model drive the store's clock"

@@ -122,6 +122,7 @@ def run_conformance(
     try:
         run_suite(target, settings, selected_checks(wanted), wanted, report)
     finally:
+        target.cleanup(root)
         shutil.rmtree(root, ignore_errors=True)
     report.elapsed_s = time.monotonic() - t0
     return report

@@ -131,7 +131,7 @@ class StoreDriver(RuleBasedStateMachine):
             self.store = cls._open(self.location, self.clock)
         finally:
             if self.store is None:
-                shutil.rmtree(self.location, ignore_errors=True)
+                cls._discard(self.location)
         # The store's delete choice is not known until it shows it (soak.oracle's module docstring).
         self.oracle = Oracle(self.lease_ttl_ms, delete_ends_tenure=None)
         self._epoch0 = time.monotonic()
@@ -153,7 +153,7 @@ class StoreDriver(RuleBasedStateMachine):
             declared = cls._busy_boot("probing the store's injectable_clock declaration",
                                       lambda: cls.target.probe_injectable_clock(location, probe_ttl))
         finally:
-            shutil.rmtree(location, ignore_errors=True)
+            cls._discard(location)
         if cls.clock_mode == "fake" and not declared:
             raise ScenarioError(
                 f"--clock fake needs a store that declares injectable_clock = True, and {cls.target.spec} does not; "
@@ -172,6 +172,12 @@ class StoreDriver(RuleBasedStateMachine):
         cls.call_bound_s = float(cls.requested_call_bound_s or default_call_bound_s(cls.lease_ttl_ms))
         cls._preflight()
         cls._prepared = True
+
+    @classmethod
+    def _discard(cls, location: str) -> None:
+        """Remove a program's location, and the namespace a networked store keeps for it."""
+        cls.target.cleanup(location)
+        shutil.rmtree(location, ignore_errors=True)
 
     @classmethod
     def _busy_boot(cls, what: str, call: Callable[[], T]) -> T:
@@ -221,8 +227,8 @@ class StoreDriver(RuleBasedStateMachine):
             finally:
                 store.close()
         finally:
-            shutil.rmtree(first, ignore_errors=True)
-            shutil.rmtree(second, ignore_errors=True)
+            cls._discard(first)
+            cls._discard(second)
         if seen is not None:
             raise StoreBootError(
                 f"store {cls.target.spec} shares data between locations, but the model needs an empty store "
@@ -234,7 +240,7 @@ class StoreDriver(RuleBasedStateMachine):
             if self.store is not None:
                 self.store.close()
         finally:
-            shutil.rmtree(self.location, ignore_errors=True)
+            type(self)._discard(self.location)
 
     # -- plumbing -------------------------------------------------------------------------
 

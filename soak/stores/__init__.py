@@ -9,8 +9,10 @@ vendor's own callable), so a worker process can open its own store from the same
 from __future__ import annotations
 
 import importlib
+import os
 import re
 import signal
+import sys
 import threading
 from collections.abc import Callable
 from contextlib import contextmanager
@@ -22,7 +24,7 @@ from urllib.parse import parse_qsl
 from soak.errors import StoreBootError, StoreSpecError
 from soak.spi import FencedRunStore
 
-__all__ = ["StoreTarget", "declares_injectable_clock", "redact", "register_scheme", "resolve", "SCHEMES"]
+__all__ = ["StoreTarget", "declares_injectable_clock", "networked", "redact", "register_scheme", "resolve", "SCHEMES"]
 
 _REQUIRED = (
     "lease_ttl_ms", "fenced_writes", "acquire", "renew", "release", "append", "load", "put_meta",
@@ -49,6 +51,10 @@ class StoreTarget:
     description: str = ""
     #: which contract the store implements: `runs` (soak.spi, section 1) or `claims` (soak.claims, section 2)
     kind: str = "runs"
+    #: a networked store's `remove(root, options)`: drops the namespaces of `root` and every location under it
+    remove: Callable[[str, dict[str, Any]], Any] | None = None
+    #: leave the namespaces in place after the storm (`soak storm --keep`)
+    keep: bool = False
 
     def open(self, location: str, lease_ttl_ms: int, *, timeout_s: float | None = 60.0, **extra: Any) -> FencedRunStore:
         """Call the factory once; any failure becomes a one-line `StoreBootError`."""
@@ -73,6 +79,18 @@ class StoreTarget:
             )
         return store
 
+
+    def cleanup(self, location: str | os.PathLike[str]) -> None:
+        """Remove what the store keeps outside `location` for it and for every location under it (a networked
+        store's schema or keys); a file store keeps everything inside and needs nothing. Called by whoever made the
+        location, once no store object over it is in use. A failure is one line on stderr: the verdict stands."""
+        if self.remove is None or self.keep:
+            return
+        try:
+            self.remove(str(location), self.options)
+        except Exception as exc:  # noqa: BLE001 - leftovers are worth a warning, not a different verdict
+            print(f"soak: could not remove the namespace of {location} in {redact(self.spec)}: "
+                  f"{type(exc).__name__}: {_one_line(exc)}", file=sys.stderr)
 
     def probe_injectable_clock(self, location: str, lease_ttl_ms: int) -> bool:
         """Open one store object over `location` without a clock and read its declaration (then close it).
@@ -160,20 +178,31 @@ def _sqlite(rest: str, options: dict[str, str]) -> StoreTarget:
 
 def _mutant(rest: str, options: dict[str, str]) -> StoreTarget:
     from soak.stores.mutants import MUTANTS, open_mutant
+    from soak.stores.net_mutants import NET_MUTANTS, net_mutant_target
 
+    if rest in NET_MUTANTS:
+        return net_mutant_target(rest, options)
     if rest not in MUTANTS:
-        raise StoreSpecError(f"no mutant named {rest!r}; mutants are {', '.join(sorted(MUTANTS))}")
+        raise StoreSpecError(f"no mutant named {rest!r}; mutants are {', '.join(sorted([*MUTANTS, *NET_MUTANTS]))}")
     return StoreTarget(f"mutant:{rest}", open_mutant, {**options, "mutant": rest},
                        description=f"mutant: {MUTANTS[rest].summary} (breaks {MUTANTS[rest].clause})")
 
 
-def _not_built(name: str) -> Callable[[str, dict[str, str]], StoreTarget]:
-    def scheme(rest: str, options: dict[str, str]) -> StoreTarget:
-        raise StoreSpecError(
-            f"the {name} store is not part of this soak version yet; use sqlite: or a package.module:callable store"
-        )
+def networked(backend: str) -> Any:
+    """The module of a networked reference store (`postgres` or `redis`), or a one-line error naming the extra."""
+    try:
+        return importlib.import_module(f"soak.stores.{backend}")
+    except ImportError as exc:
+        raise StoreSpecError(f"the {backend} store needs its driver ({_one_line(exc)}); "
+                             f"install it: pip install 'soak[{backend}]'") from exc
 
-    return scheme
+
+def _postgres(rest: str, options: dict[str, str]) -> StoreTarget:
+    return networked("postgres").spec_target("postgresql:" + rest, options)
+
+
+def _redis(rest: str, options: dict[str, str]) -> StoreTarget:
+    return networked("redis").spec_target("redis:" + rest, options)
 
 
 #: scheme -> builder(rest_after_colon, options) -> StoreTarget
@@ -181,9 +210,9 @@ SCHEMES: dict[str, Callable[[str, dict[str, str]], StoreTarget]] = {
     "memory": _memory,
     "sqlite": _sqlite,
     "mutant": _mutant,
-    "postgresql": _not_built("postgresql"),
-    "postgres": _not_built("postgresql"),
-    "redis": _not_built("redis"),
+    "postgresql": _postgres,
+    "postgres": _postgres,
+    "redis": _redis,
 }
 
 

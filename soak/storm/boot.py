@@ -288,6 +288,7 @@ def boot_storm(
             shutil.rmtree(location, ignore_errors=True)
     finally:
         pool.stop()
+        target.cleanup(base)
         shutil.rmtree(base, ignore_errors=True)
     report.elapsed_s = time.monotonic() - t_start
     return report

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import sys
@@ -30,6 +31,8 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--time-bound", type=float, metavar="S", help="seconds before an unfinished storm is inconclusive")
     parser.add_argument("--out", metavar="DIR", help="run directory (default: reports/<UTC timestamp>-<scenario>/)")
     parser.add_argument("--quiet", action="store_true", help="no live progress bars")
+    parser.add_argument("--keep", action="store_true",
+                        help="leave a networked store's namespace (schema, keys) in place after the storm")
     parser.add_argument("--no-report", action="store_true",
                         help="skip report.html, the plots and junit.xml (`soak report DIR` writes them later)")
     parser.add_argument("--stop-on-suspect", action="store_true",
@@ -93,6 +96,8 @@ def run_cli(args: argparse.Namespace) -> int:
                             f"or pass a {args.workload} scenario")
     target = resolve(scenario.store, kind=store_kind(get_workload(scenario.workload)))
     ensure_shared(target)
+    if args.keep:
+        target = dataclasses.replace(target, keep=True)
     progress = not args.quiet and sys.stderr.isatty()
     run_dir = Path(args.out) if args.out else default_run_dir(scenario.name)
     if not args.quiet:

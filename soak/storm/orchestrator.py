@@ -668,6 +668,7 @@ def run_storm(
             info.status = "interrupted"
             extra["signal"] = storm.interrupted
     finally:
+        target.cleanup(storm.location)  # a networked store's namespace, once every process over it is done
         if on_main:
             for sig, handler in old.items():
                 signal.signal(sig, handler)

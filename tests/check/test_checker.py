@@ -266,6 +266,21 @@ def test_altered_payload():
     assert "journal-a4" in clauses(run_check(h, snap))
 
 
+@pytest.mark.parametrize("what", ["journal", "meta", "b0"])
+def test_a_read_of_altered_bytes_is_proven_by_the_read_alone(what):
+    """A read whose bytes are not what its tag's writer wrote (the worker records `altered`) is journal-a4, with the
+    final state intact: the read is the evidence, found while folding."""
+    h = clean_history()
+    lease = h.acquire("p0", "r1", 900, 9)
+    seen = (1, "p0#0") if what == "journal" else "p0#0"
+    rd = h.read("p0", lease, what, 901, seen)
+    assert "journal-a4" not in clauses(run_check(h))
+    rd.result["altered"] = True
+    v = run_check(h)
+    hits = [x for x in v.violations if x.clause == "journal-a4"]
+    assert hits and hits[0].evidence[0].f == rd.f and "read back altered" in hits[0].statement
+
+
 def test_final_meta_not_the_last_accepted():
     h = clean_history()
     snap = h.state(RUNS)

@@ -17,7 +17,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from soak.history import tag_of
+from soak.history import payload_for, tag_of
 from soak.spi import RUN_STATUSES, JournalEntry, Lease, LeaseHeldError, RunMeta
 from soak.workloads.context import Outcome, WorkerContext
 
@@ -33,15 +33,28 @@ def run_worker(ctx: WorkerContext) -> None:
 CROSS_RUN = "xr"
 
 
+def _altered(payload: bytes, tag: str | None) -> bool:
+    """Whether `payload` differs byte for byte from what the write tagged `tag` wrote (every soak write's payload is
+    `payload_for` its tag, so a read proves an altered value by itself)."""
+    return tag is None or bytes(payload) != payload_for(tag)
+
+
 def _tail_value(entries: Any) -> dict[str, Any]:
     entries = list(entries)
-    return {"tail": entries[-1].seq if entries else 0, "count": len(entries),
-            "tail_tag": tag_of(entries[-1].payload) if entries else None}
+    tag = tag_of(entries[-1].payload) if entries else None
+    out = {"tail": entries[-1].seq if entries else 0, "count": len(entries), "tail_tag": tag}
+    if entries and _altered(entries[-1].payload, tag):
+        out["altered"] = True
+    return out
 
 
 def _tag_value(payload: bytes | None) -> dict[str, Any]:
-    """What a read saw: the tag of the operation that wrote the value (None: absent or foreign)."""
-    return {"tag": None if payload is None else tag_of(payload)}
+    """What a read saw: the tag of the operation that wrote the value (None: absent or foreign), and `altered` when
+    its bytes are not what that write wrote."""
+    if payload is None:
+        return {"tag": None}
+    tag = tag_of(payload)
+    return {"tag": tag, "altered": True} if _altered(payload, tag) else {"tag": tag}
 
 
 def _tenure(lease: Lease | None) -> list[Any] | None:

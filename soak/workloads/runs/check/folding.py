@@ -123,8 +123,16 @@ def fold(facts: Facts, ops: Iterable[Operation | Any], until: float = _NEVER) ->
         else:
             if outcome == "ok":
                 n_ok += 1
-                if f in reads and args.get("tenure"):
-                    _note_read(facts, op)
+                if f in reads:
+                    res = op[_RES]
+                    if type(res) is dict and res.get("altered"):
+                        # the bytes read are not the bytes the tag's writer wrote: proven by the read alone
+                        what = {"load": "journal tail", "get_meta": "meta"}.get(f) or f"blob {args.get('ref')}"
+                        scan_violations.append(Violation(
+                            "journal-a4", f"{what} of run {run} read back altered: its bytes are not what "
+                                          f"{res.get('tail_tag') or res.get('tag') or 'its writer'} wrote", (_ev(op),)))
+                    if args.get("tenure"):
+                        _note_read(facts, op)
             elif outcome == "fail":
                 n_fail += 1
             else:

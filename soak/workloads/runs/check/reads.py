@@ -177,6 +177,12 @@ def _misread(facts: Facts, rd: _Read, t: _Tenure, own_wrote: bool,
             return Violation("run-match", f"{head}, written under a lease of run {lease_run}{expect}", cite)
         if ep < epoch:
             if outcome == "fail":
+                # a refusal mutates nothing: stale-rejected when the lease was already superseded at the call,
+                # typed-refusal when it was refused before then (an expired, unsuperseded lease, the order guard)
+                if hit is not None and sev.invoke_ns < facts.stale_at(run, ep)[0]:
+                    return Violation("typed-refusal", f"{head}: {seen_tag} of epoch {ep} was refused "
+                                     f"({sev.error or 'refused'}) before its tenure was superseded, yet took effect"
+                                     f"{expect}", cite)
                 return Violation("stale-rejected", f"{head}: a refused write of superseded epoch {ep} took effect"
                                  f"{expect}", cite)
             if own_wrote:

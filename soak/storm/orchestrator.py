@@ -218,6 +218,8 @@ class _Storm:
         self.quorum = QuorumTracker(self.history_dir, self.workload.new_counter(scenario), scenario.quorum)
         self.timeline = open(run_dir / QUORUM_FILE, "a")  # one line of counts per second, written live
         self.hung: dict[str, int] = {}  # surface -> store calls killed for exceeding call_timeout_s
+        self.go_ns: int | None = None  # when the workers were let boot (the running window starts)
+        self.stopped_ns = 0  # when the stop flag was set (it ends)
 
     def _nemesis(self, start_ns: int | None = None) -> Nemesis:
         return Nemesis(self.sc, self.rng, self.events, start_ns=start_ns, surfaces=self.surfaces,
@@ -250,6 +252,7 @@ class _Storm:
                 break
             time.sleep(0.005)
         self.go_flag.value = 1
+        self.go_ns = now_ns()
         self.events.event("boot", {"workers": [h.name for h in self.handles],
                                    "ready": sum(int(h.state[PHASE]) == READY for h in self.handles)})
 
@@ -343,6 +346,7 @@ class _Storm:
         release it (it would sit on the store's lock while the others wait out their busy timeouts)."""
         self.nemesis.resume_all(self.live())
         self.stop_flag.value = 1
+        self.stopped_ns = now_ns()
         deadline = time.monotonic() + self.sc.grace_s
         while time.monotonic() < deadline and any(h.process.is_alive() for h in self.live()):
             self.nemesis.resume_all(self.live())
@@ -481,6 +485,11 @@ class _Storm:
         extra["respawns"] = self.respawns
         extra["unexpected_exits"] = self.unexpected_exits
         extra["counts"] = self.quorum.counts()
+        rates = getattr(self.workload, "storm_rates", None)
+        if rates is not None:  # the running window: from the boot barrier to the stop flag
+            running_s = (self.stopped_ns - (self.go_ns or start)) / 1e9
+            extra["running_s"] = round(running_s, 3)
+            extra.update(rates(self.sc, extra["counts"], running_s))
         extra["suspects"] = len(self.quorum.suspects)
         extra["first_suspects"] = self.quorum.suspects[:20]
         extra["boot_failures"] = self.quorum.boot_failures[:20]

@@ -204,6 +204,7 @@ class _Storm:
         self.history_dir = run_dir / HISTORY_DIR
         self.stop_flag = self.mp.RawValue("b", 0)
         self.go_flag = self.mp.RawValue("b", 0)  # the boot barrier (see worker_main)
+        self.board = self.mp.RawArray("q", max(1, len(self.workload.keys(scenario))))  # the run board (worker_main)
         self.handles: list[WorkerHandle] = []
         self.incarnations: dict[int, int] = {}
         self.worker_seeds: dict[str, int] = {}
@@ -236,7 +237,8 @@ class _Storm:
         spec = WorkerSpec(slot, inc, seed, self.target, str(self.location), self.sc, str(self.history_dir), os.getpid())
         state = self.mp.RawArray("q", SLOTS)
         proc = self.mp.Process(target=worker_entry, args=(name, str(self.history_dir), dill.dumps(spec), state,
-                                                          self.stop_flag, self.go_flag), name=name, daemon=True)
+                                                          self.stop_flag, self.go_flag, self.board), name=name,
+                                daemon=True)
         _start(proc)
         handle = WorkerHandle(name, slot, inc, seed, proc, state, self.surfaces)
         self.handles.append(handle)

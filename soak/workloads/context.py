@@ -81,6 +81,10 @@ class WorkerContext:
     publish_tenure: Callable[..., None] = lambda key, epoch=0, expires_ns=0: None
     #: the run the nemesis asks this worker to take over next (read once), or None
     wanted: Callable[[], str | None] = lambda: None
+    #: the run board every worker of the storm shares: `note_expiry(key, ns)` records the latest monotonic ns the
+    #: tenure just granted or renewed on `key` can expire (0: released), `expiry(key)` reads it (0: free or unknown)
+    note_expiry: Callable[[str, int], None] = lambda key, expires_ns: None
+    expiry: Callable[[str], int] = lambda key: 0
     #: True where the worker can stop itself inside a call (`strike_next_call`)
     can_strike: bool = False
     #: the workload's record codec (`Workload.context_hooks`): the list a record holds for a lease, and what the

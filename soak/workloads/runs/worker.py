@@ -4,7 +4,10 @@ One tenure: acquire a random main run, `load` its tail, 3-8 random fenced operat
 the fresh tail + 1, meta, blob put and delete, renew, a full deletion cycle on a side run under
 its own lease, a probe of the live lease on a foreign run, now and then an append at or below
 the tail that the order guard must refuse, a read-back), then release, or stall past the ttl
-without renewing. Every tenure starts with a read-back (journal tail, meta, one or two blobs) and
+without renewing. A worker without a tenure waits at the next expiry the run board shows (every
+worker publishes the expiry of its tenure there) instead of backing off; a stalled or struck
+tenure's dead lease is swept once its stall is over and a successor holds the run, while the
+worker takes another run meanwhile. Every tenure starts with a read-back (journal tail, meta, one or two blobs) and
 the mix repeats it at random points: each read records the tenure it was made under
 (`{"tenure": [run, owner, epoch]}`) and what it saw (`tail_tag` / `tag`), so the checker can hold
 reads to the epoch-ordered serial history (a late stale write shows up there). After a stall or a refusal of the live lease, the dead lease is swept over
@@ -62,6 +65,8 @@ class _Worker:
         self.owner = ctx.process
         self.mix_keys = list(self.opt.mix)
         self.mix_weights = [self.opt.mix[k] for k in self.mix_keys]
+        self.expires = 0  # the expiry this worker last noted on the board
+        self.due: list[tuple[float, Lease, int]] = []  # sweeps due once a stall is over: (monotonic s, dead lease, its expiry on the board)
 
     # -- building blocks ------------------------------------------------------------------
 
@@ -182,12 +187,15 @@ class _Worker:
 
     def loop(self) -> None:
         while not self.ctx.should_stop():
+            self.sweep_due()
             wanted = self.ctx.wanted()
-            run = wanted if wanted in self.main else self.rng.choice(self.main)
+            run = wanted if wanted in self.main else self.next_run()
+            if run is None:
+                continue
             asked = time.monotonic()
             out = self.acquire(run, "live")
             if not out.ok:
-                self.sleep(self.rng.uniform(0.001, 0.006))  # held, busy or unknown: try another run
+                self.sleep(self.rng.uniform(0.0005, 0.002))  # held, busy or unknown: the board says what is next
                 continue
             self.publish(out.result)
             try:
@@ -195,9 +203,46 @@ class _Worker:
             finally:
                 self.ctx.publish_tenure(None)
 
+    def next_run(self) -> str | None:
+        """A main run the board shows free or expired, else None after waiting (at most 20 ms) for the next expiry.
+
+        A successor waits at the expiry of the tenure it takes over instead of backing off: every worker without a
+        tenure asks for the run as its tenure ends, so takeovers come at the rate expiry allows and contend there.
+        """
+        now = time.monotonic_ns()
+        dead = {lease.run_id for _, lease, _ in self.due}  # a run this worker still has a dead lease of to sweep
+        ends = {run: self.ctx.expiry(run) for run in self.main if run not in dead}
+        free = [run for run, end in ends.items() if end <= now]
+        if free:
+            return self.rng.choice(free)
+        wake = min([*ends.values(), *(int(due * 1e9) for due, _, _ in self.due if due * 1e9 > now), now + 20_000_000])
+        self.sleep((wake - now) / 1e9)
+        return None
+
+    def sweep_due(self) -> None:
+        """Sweep the dead leases whose stall (or wait after a strike) is over, once a successor holds the run.
+
+        A lease is swept when the board shows a later tenure of its run, or two ttls after its stall is over: a
+        sweep under a lease that expired with no successor proves nothing (`expired-unsuperseded`), and its
+        release would end the run's tenure without a takeover.
+        """
+        now = time.monotonic()
+        ttl = self.sc.lease_ttl_ms / 1000.0
+        for item in [d for d in self.due if d[0] <= now]:
+            due, lease, noted = item
+            if self.ctx.expiry(lease.run_id) == noted and now < due + 2 * ttl:
+                continue  # no successor yet
+            self.due.remove(item)
+            if not self.ctx.should_stop():
+                self.sweep(lease)
+
     def publish(self, lease: Lease) -> None:
-        """Tell the nemesis which tenure this worker holds and the latest it can expire."""
-        self.ctx.publish_tenure(lease.run_id, lease.epoch, time.monotonic_ns() + self.sc.lease_ttl_ms * 1_000_000)
+        """Tell the nemesis which tenure this worker holds and the latest it can expire, and the board when the run
+        is free to take over."""
+        expires = time.monotonic_ns() + self.sc.lease_ttl_ms * 1_000_000
+        self.ctx.publish_tenure(lease.run_id, lease.epoch, expires)
+        self.ctx.note_expiry(lease.run_id, expires)
+        self.expires = expires
 
     def edge_write(self, lease: Lease, since: float, tail: int | None,
                    strike: bool = False) -> tuple[Outcome | None, int | None]:
@@ -234,19 +279,18 @@ class _Worker:
         return out, (seq if out.ok else None)
 
     def busy_until(self, deadline: float, lease: Lease, tail: int | None) -> tuple[Outcome | None, int | None]:
-        """Keep writing to the tenure's run, a write every 3-12 ms, until `deadline` (monotonic).
+        """Keep writing to the tenure's run, as fast as the store takes the writes, until `deadline` (monotonic).
 
-        The wait for a tenure's edge is not idle: the store stays under contention while others
-        are held or take over (a store that misbehaves when a call has to wait shows it then).
-        Returns the first refusal by the fence (the tenure is lost) or None, and the tail.
+        The wait for a tenure's edge is not idle: the store stays under load near its limit while
+        others are held or take over (busy handling, lock waits and starvation are where a store
+        misbehaves). Returns the first refusal by the fence (the tenure is lost) or None, and the tail.
         """
         run = lease.run_id
-        while not self.ctx.should_stop():
-            pace = self.rng.uniform(0.003, 0.012)
-            if time.monotonic() + pace >= deadline:
-                break
-            self.sleep(pace)
+        while not self.ctx.should_stop() and (started := time.monotonic()) < deadline:
             out, tail = self.write(self.rng.choice(("append", "put_meta", "blob_put")), run, lease, "live", tail, lease)
+            # as long again as the write took, so the writers leave the store free half their time: a write that had
+            # to wait for a lock backs off as long, and the waits of other callers stay bounded however many write
+            time.sleep(min(time.monotonic() - started, max(0.0, deadline - time.monotonic())))
             if out is not None and out.refused(LeaseHeldError):
                 return out, tail
         self.sleep(deadline - time.monotonic())
@@ -311,20 +355,19 @@ class _Worker:
             # end the tenure with a struck edge write, then give a successor a moment (the lease
             # has expired by now) and sweep the dead lease, as after a stall
             out, tail = self.edge_write(lease, since, tail, strike=True)
-            if out is not None and not out.refused(LeaseHeldError):
-                self.sleep(self.sc.lease_ttl_ms / 4000.0)
-            if not self.ctx.should_stop():
-                self.sweep(lease)
+            wait = 0.0 if out is not None and out.refused(LeaseHeldError) else self.sc.lease_ttl_ms / 4000.0
+            self.due.append((time.monotonic() + wait, lease, self.expires))
             return
         elif stall and not self.ctx.should_stop():
+            # the tenure stalls past its ttl: it is never used again until the stall is over, then swept; the
+            # worker takes another run meanwhile (a stalled holder does not keep a successor from being free)
             ms = self.opt.stall_ms(self.sc.lease_ttl_ms)
             self.ctx.writer.event("stall", {"ms": ms, "lease": [lease.run_id, lease.owner, lease.epoch]})
-            self.sleep(ms / 1000.0)
-            if self.ctx.should_stop():
-                return
-            self.sweep(lease)
+            self.due.append((time.monotonic() + ms / 1000.0, lease, self.expires))
             return
         out = self.release(lease, "live")
+        if out.ok and self.ctx.expiry(run) == self.expires:
+            self.ctx.note_expiry(run, 0)  # free at once (unless a successor has noted its own tenure since)
         if out.refused(LeaseHeldError) and not self.ctx.should_stop():
             self.sweep(lease)
 

@@ -36,6 +36,8 @@ from soak.storm.worker import (
     RUNNING,
     SINCE_NS,
     STRIKE,
+    STRIKE_STEP,
+    STRIKE_STEPS,
     SURFACE,
     TENURE_EPOCH,
     TENURE_EXPIRES_NS,
@@ -315,6 +317,8 @@ class Nemesis:
             self.strikes["held"] += 1
             self.log("pause", {"target": w.name, "pid": w.pid, "stopped": True, "strike": True,
                                "strike_mode": MODES[int(st[STRIKE]) - 1], "syscall": _syscall(w.pid),
+                               **({"step": int(st[STRIKE_STEP]), "steps": int(st[STRIKE_STEPS])}
+                                  if st[STRIKE_STEPS] else {}),
                                "lease_left_ms": round((expires - now) / 1e6, 3), **call_state(w)})
 
     @staticmethod

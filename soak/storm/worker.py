@@ -39,9 +39,10 @@ __all__ = [
 #: `WANTED` is set by the nemesis (key index + 1) to ask a worker without a tenure to take that
 #: run over next: the successor a held strike waits for. `TENURE_OP` is the op index of the call
 #: that granted the published tenure (its acquire), so the nemesis can count the calls made since.
+#: `STRIKE_STEP` and `STRIKE_STEPS` are the step k and the n a step-mode strike sweeps (0 for kernel mode).
 (IN_CALL, OP_INDEX, SINCE_NS, SURFACE, PHASE, STRIKE, TENURE_KEY, TENURE_EPOCH, TENURE_EXPIRES_NS, WANTED,
- TENURE_OP) = range(11)
-SLOTS = 11
+ TENURE_OP, STRIKE_STEP, STRIKE_STEPS) = range(13)
+SLOTS = 13
 #: Worker phases (shared `PHASE` slot).
 STARTING, RUNNING, BOOT_FAILED, DONE, CRASHED, READY, BOOTING = range(7)
 PHASES = ("starting", "running", "boot-failed", "done", "crashed", "ready", "booting")
@@ -164,6 +165,7 @@ def worker_main(spec: WorkerSpec, state: Any, stop: Any, go: Any, board: Any = N
             # the mode, negative where the nemesis is to kill the worker at the stop instead of holding it
             state[STRIKE] = (1 + MODES.index(strike[1])) * (-1 if kill else 1)
             timer.arm(strike)
+            state[STRIKE_STEP], state[STRIKE_STEPS] = timer.position
 
     def leave() -> None:
         state[IN_CALL] = 0

@@ -209,3 +209,24 @@ def test_a_struck_holder_that_blocks_the_store_is_let_go_and_a_miss_is_continued
     assert nem._let_go(victim, workers, victim.hold.cap_ns) == "cap"
     nem.resume_all(workers)
     assert all(_wait_running(h.pid) for h in workers)
+
+
+def test_one_strike_is_held_at_a_time_and_its_taker_is_asked_at_once(tmp_path, procs):
+    nem = _nemesis(tmp_path)
+    now = now_ns()
+    expires = now + 50_000_000
+    first = _handle(procs, 0, {IN_CALL: 1, STRIKE: 2, TENURE_KEY: 0, TENURE_EPOCH: 4, TENURE_EXPIRES_NS: expires,
+                               OP_INDEX: 9})
+    second = _handle(procs, 1, {IN_CALL: 1, STRIKE: 2, TENURE_KEY: 1, TENURE_EPOCH: 2, TENURE_EXPIRES_NS: expires,
+                                OP_INDEX: 12})
+    free = _handle(procs, 2, {OP_INDEX: 40})
+    for h in (first, second):
+        os.kill(h.pid, signal.SIGSTOP)
+        assert _wait_stopped(h.pid)
+    workers = [first, second, free]
+    nem.find_strikes(workers, now)
+    assert first.hold is not None and second.hold is None and nem.strikes == {"held": 1, "missed": 0, "overlapped": 1}
+    assert _wait_running(second.pid)  # continued at once
+    assert nem._let_go(first, workers, now + 1) is None  # the lease may still be live
+    assert free.state[WANTED] == 1  # but its taker is asked already: it waits at the expiry of run 0
+    nem.resume_all(workers)

@@ -126,6 +126,9 @@ class _Worker:
                     lambda: self.store.put_meta(meta, lease))
         return self.ctx.mutation("put_meta", run, lease, intent, build)
 
+    def all_blobs(self, run: str) -> list[str]:
+        return [f"{run}/b{i}" for i in range(self.opt.blob_names)]
+
     def blob_ref(self, run: str) -> str:
         return f"{run}/b{self.rng.randrange(self.opt.blob_names)}"
 
@@ -189,7 +192,10 @@ class _Worker:
         while not self.ctx.should_stop():
             self.sweep_due()
             wanted = self.ctx.wanted()
-            run = wanted if wanted in self.main else self.next_run()
+            if wanted in self.main:
+                self.take_over(wanted)
+                continue
+            run = self.next_run()
             if run is None:
                 continue
             asked = time.monotonic()
@@ -197,11 +203,31 @@ class _Worker:
             if not out.ok:
                 self.sleep(self.rng.uniform(0.0005, 0.002))  # held, busy or unknown: the board says what is next
                 continue
-            self.publish(out.result)
-            try:
-                self.tenure(out.result, asked, linger=wanted == run)
-            finally:
-                self.ctx.publish_tenure(None)
+            self.held(out.result, asked)
+
+    def held(self, lease: Lease, asked: float, linger: bool = False) -> None:
+        self.publish(lease)
+        try:
+            self.tenure(lease, asked, linger=linger)
+        finally:
+            self.ctx.publish_tenure(None)
+
+    def take_over(self, run: str) -> None:
+        """The nemesis holds a struck call on `run`: be its taker. Wait at the lease's expiry (the board's), acquire
+        the run (again at once while another worker has it first, for up to two ttls), then hold it as a tenure
+        that reads the whole run before and after the held call returns."""
+        ttl_ns = self.sc.lease_ttl_ms * 1_000_000
+        give_up = time.monotonic_ns() + 2 * ttl_ns
+        while not self.ctx.should_stop() and time.monotonic_ns() < give_up:
+            wait = self.ctx.expiry(run) - time.monotonic_ns()
+            if wait > 0:
+                self.sleep(min(wait, ttl_ns) / 1e9)
+            asked = time.monotonic()
+            out = self.acquire(run, "live")
+            if out.ok:
+                self.held(out.result, asked, linger=True)
+                return
+            self.sleep(0.0005)
 
     def next_run(self) -> str | None:
         """A main run the board shows free or expired, else None after waiting (at most 20 ms) for the next expiry.
@@ -299,10 +325,10 @@ class _Worker:
     def tenure(self, lease: Lease, asked: float, linger: bool = False) -> None:
         """One live tenure; `asked` is when the acquire was invoked (a lower bound of the grant).
 
-        With `linger` (the nemesis asked this worker to take the run over from a holder it holds
-        stopped inside a write), the tenure waits a moment after its first read-back: the
-        nemesis lets the old holder go once these reads are done, so a write of its that lands
-        late lands between the successor's reads and its writes, where the reads show it.
+        With `linger` (this worker is the taker of a holder the nemesis holds stopped inside a
+        write), the tenure reads the whole run, waits a moment and reads it all again: the
+        nemesis lets the old holder go once the first reads have started, so a write of its that
+        lands late lands between the two, where the second shows it whichever blob it wrote.
         """
         run = lease.run_id
         since = asked  # a lower bound of the latest grant or renewal of this tenure
@@ -310,9 +336,15 @@ class _Worker:
         ending = self.rng.random()
         stall = ending < self.opt.stall_prob
         strike = not stall and self.ctx.can_strike and ending < self.opt.stall_prob + self.opt.strike_prob
-        tail = self.read_back(lease, "live")
         if linger:
+            # the taker of a held strike reads the whole run, lets the nemesis let the holder go (it does once
+            # these reads have started), and reads it all again once the held call has had time to return: a
+            # late write lands between the two, whichever blob it wrote
+            self.read_back(lease, "live", self.all_blobs(run))
             self.sleep(self.sc.lease_ttl_ms / 10000.0)
+            tail = self.read_back(lease, "live", self.all_blobs(run))
+        else:
+            tail = self.read_back(lease, "live")
         lost = False
         for _ in range(self.rng.randint(self.opt.ops_min, self.opt.ops_max)):
             if self.ctx.should_stop():

@@ -73,6 +73,7 @@ def _throughput(rounds: int, workers: int, raw_s: float, storm_s: float) -> None
 
     raw, rec, storm, calls, ratio, overhead, call_ratio, diag, diag_ratio, cpu_overhead = ([] for _ in range(10))
     cpu_us: list[tuple[float, float]] = []
+    worst: list[float] = []  # the raw loop's longest append, in ms: how long the store starves a writer at its limit
     # diagnostic storm: no acquire contention (8 runs for the workers) and long tenures of writes
     # that are accepted (meta and blob puts): what the harness machinery reaches without the mix
     writes_only = {"runs": 8, "mix": {k: 1.0 if k in ("put_meta", "blob_put") else 0.0 for k in MIX_KEYS},
@@ -81,6 +82,7 @@ def _throughput(rounds: int, workers: int, raw_s: float, storm_s: float) -> None
         bare = raw_limit_detail("sqlite:", processes=workers, seconds=raw_s)
         recd = raw_limit_detail("sqlite:", processes=workers, seconds=raw_s, record=True)
         r, rr = bare.rate, recd.rate
+        worst.append(bare.worst_call_s * 1e3)
         cpu_overhead.append(bare.cpu_per_op_s / recd.cpu_per_op_s)
         cpu_us.append((bare.cpu_per_op_s * 1e6, recd.cpu_per_op_s * 1e6))
         s = storm_rate("sqlite:", workers=workers, seconds=storm_s)
@@ -96,7 +98,7 @@ def _throughput(rounds: int, workers: int, raw_s: float, storm_s: float) -> None
         diag_ratio.append(d.rate / r)
     pct = lambda v: f"{v:.2f}"  # noqa: E731
     _section(f"sqlite: ({workers} processes, {rounds} rounds; median (min-max))")
-    _row("raw limit, fenced appends/s", spread(raw))
+    _row("raw limit, fenced appends/s", spread(raw), f"longest append {spread(worst)} ms (starved at the limit)")
     _row("raw loop with recording, appends/s", spread(rec))
     _row("recording overhead (recorded/bare)", spread(overhead, pct), "rates; 1.00 = free; lock-fairness noise")
     _row("recording overhead, CPU (bare/recorded)", spread(cpu_overhead, pct),

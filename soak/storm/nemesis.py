@@ -9,9 +9,9 @@ Strikes (`soak.storm.strike`) are stops a worker's own timer or profile hook lan
 store call. The nemesis finds the stopped worker; a stop that landed outside the call is let go
 at once, one inside it is held (a `pause` event with `strike: true`, with the step k of n of a
 step-mode strike) past the lease; one hold at a time (a strike that stops while another is held is
-continued at once: `overlapped`). A worker without a tenure is asked at once (shared `WANTED`
-slot) to take the run over: it waits at the lease's expiry. The holder is let go when the first of
-these holds:
+continued at once: `overlapped`). Once the lease has expired a worker without a tenure is asked
+(shared `WANTED` slot) to take the run over, and the holder is let go when the first of these
+holds:
 - a successor holds the run and has started its third call since the grant (its reads of the
   journal and meta are done): `successor`;
 - the held call visibly blocks the store: since the stop the others have started at most one
@@ -334,14 +334,14 @@ class Nemesis:
         h = w.hold
         if now >= h.cap_ns:
             return "cap"
+        if now < h.expires_ns:
+            return None
         others = [o for o in workers if o is not w and not o.killed and o.alive()]
-        if not h.asked:  # ask a worker without a tenure to take the run over: it waits at the lease's expiry
+        if not h.asked:  # ask a worker without a tenure to take the run over
             free = [o for o in others if o.paused_since is None and int(o.state[TENURE_KEY]) < 0]
             if free:
                 min(free, key=lambda o: o.slot).state[WANTED] = h.key + 1
                 h.asked = True
-        if now < h.expires_ns:
-            return None
         for o in others:
             if int(o.state[TENURE_KEY]) == h.key and int(o.state[TENURE_EPOCH]) > h.epoch:
                 h.successor = o

@@ -211,7 +211,7 @@ def test_a_struck_holder_that_blocks_the_store_is_let_go_and_a_miss_is_continued
     assert all(_wait_running(h.pid) for h in workers)
 
 
-def test_one_strike_is_held_at_a_time_and_its_taker_is_asked_at_once(tmp_path, procs):
+def test_one_strike_is_held_at_a_time_and_a_taker_is_asked_at_its_expiry(tmp_path, procs):
     nem = _nemesis(tmp_path)
     now = now_ns()
     expires = now + 50_000_000
@@ -227,6 +227,6 @@ def test_one_strike_is_held_at_a_time_and_its_taker_is_asked_at_once(tmp_path, p
     nem.find_strikes(workers, now)
     assert first.hold is not None and second.hold is None and nem.strikes == {"held": 1, "missed": 0, "overlapped": 1}
     assert _wait_running(second.pid)  # continued at once
-    assert nem._let_go(first, workers, now + 1) is None  # the lease may still be live
-    assert free.state[WANTED] == 1  # but its taker is asked already: it waits at the expiry of run 0
+    assert nem._let_go(first, workers, now + 1) is None and free.state[WANTED] == 0  # the lease may still be live
+    assert nem._let_go(first, workers, expires + 1) is None and free.state[WANTED] == 1  # asked to take run 0
     nem.resume_all(workers)

@@ -32,6 +32,7 @@ class RawLimit:
     rate: float
     lost: int
     cpu_per_op_s: float
+    worst_call_s: float = 0.0  # the longest one append took (its wait for the write lock included)
 
 
 def _loop(target: StoreTarget, location: str, slot: int, ttl_ms: int, seconds: float, record: bool,
@@ -42,6 +43,7 @@ def _loop(target: StoreTarget, location: str, slot: int, ttl_ms: int, seconds: f
     barrier.wait()
     lease = store.acquire(run, f"p{slot}")
     seq = done = lost = 0
+    worst = 0.0
     cpu0 = time.process_time()
     start = last_renew = time.monotonic()
     while (now := time.monotonic()) - start < seconds:
@@ -59,8 +61,10 @@ def _loop(target: StoreTarget, location: str, slot: int, ttl_ms: int, seconds: f
             payload = payload_for(tag)
         else:
             payload = b"x" * 24
+        called = time.monotonic()
         try:
             store.append(run, JournalEntry(seq, payload), lease)
+            worst = max(worst, time.monotonic() - called)
         except LeaseHeldError:
             seq -= 1
             lease, last_renew = store.acquire(run, f"p{slot}"), time.monotonic()
@@ -74,7 +78,7 @@ def _loop(target: StoreTarget, location: str, slot: int, ttl_ms: int, seconds: f
         if writer is not None:
             writer.complete(index, "ok")
         done += 1
-    results.put((done / (time.monotonic() - start), lost, (time.process_time() - cpu0) / max(done, 1)))
+    results.put((done / (time.monotonic() - start), lost, (time.process_time() - cpu0) / max(done, 1), worst))
     store.close()
 
 
@@ -104,8 +108,8 @@ def raw_limit_detail(store: str = "sqlite:", *, processes: int = 4, seconds: flo
                 p.join()
         finally:
             target.cleanup(location)  # a networked store's namespace
-    return RawLimit(sum(r for r, _, _ in rates), sum(lost for _, lost, _ in rates),
-                    sum(c for _, _, c in rates) / len(rates))
+    return RawLimit(sum(r[0] for r in rates), sum(r[1] for r in rates), sum(r[2] for r in rates) / len(rates),
+                    max(r[3] for r in rates))
 
 
 def compare(stores: list[str], processes: list[int], seconds: float, rounds: int) -> None:
@@ -139,4 +143,5 @@ if __name__ == "__main__":
     else:
         for rec in (False, True):
             r = raw_limit_detail(record=rec)
-            print(f"record={rec}: {r.rate:,.0f} fenced appends/s, {r.cpu_per_op_s * 1e6:.0f} CPU us per append")
+            print(f"record={rec}: {r.rate:,.0f} fenced appends/s, {r.cpu_per_op_s * 1e6:.0f} CPU us per append, "
+                  f"longest append {r.worst_call_s * 1e3:.0f} ms, {r.lost} leases lost to starvation")

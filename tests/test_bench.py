@@ -86,3 +86,27 @@ def test_checker_bench_histories_have_the_shape_they_claim_and_pass(tmp_path: Pa
     verdict = check_run(tmp_path / "run", write=False)
     assert verdict.result == "pass", verdict.violations[:3]
     assert verdict.stats["reads_judged"] > 0.9 * tenured_reads  # the reads are judged, not skipped
+
+
+def test_strike_windows_counts_held_strikes_the_verdict_cites(tmp_path: Path) -> None:
+    from strike_windows import strike_windows
+
+    hist = tmp_path / "history"
+    hist.mkdir()
+    w = HistoryWriter(hist / "w0.1.jsonl", "w0.1")
+    lease = Lease("r0", "w0.1", 3)
+    struck = []
+    for c in range(3):
+        struck.append(w.invoke("put_meta", "r0", lease, "live", {"tag": f"w0.1#{c}", "c": c}))
+        w.complete(struck[-1], "ok")
+    w.close()
+    nem = HistoryWriter(hist / "nemesis.jsonl", "nemesis")
+    nem.event("pause", {"target": "w0.1", "strike": True, "strike_mode": "step", "step": 4, "steps": 9,
+                        "op": struck[0]})
+    nem.event("pause", {"target": "w0.1", "strike": True, "strike_mode": "kernel", "op": struck[1]})
+    nem.event("pause", {"target": "w0.1", "op": struck[2]})  # a pause, not a strike
+    nem.close()
+    assert strike_windows(tmp_path) == {"held": 2, "landed": 0, "held_step": 1, "landed_step": 0}
+    (tmp_path / "verdict.json").write_text(json.dumps({"violations": [
+        {"clause": "stale-rejected", "evidence": [{"process": "w0.1", "index": struck[0]}]}]}))
+    assert strike_windows(tmp_path) == {"held": 2, "landed": 1, "held_step": 1, "landed_step": 1}

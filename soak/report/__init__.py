@@ -28,6 +28,14 @@ img{max-width:100%;border:1px solid #eee;margin:.4em 0}
 """
 
 
+def _rates_html(storm: dict[str, Any]) -> str:
+    """The takeover rate row (`storm.json`'s `takeovers_per_s_over_R_T`), when the storm recorded one."""
+    if storm.get("takeovers_per_s_over_R_T") is None:
+        return ""
+    return (f"<tr><th>takeovers</th><td>{_esc(storm.get('takeovers_per_s'))}/s over {_esc(storm.get('running_s'))} s"
+            f"</td><th>takeovers/s over R/T</th><td>{_esc(storm['takeovers_per_s_over_R_T'])}</td></tr>\n")
+
+
 def _esc(value: Any) -> str:
     return html.escape(str(value), quote=True)
 
@@ -108,7 +116,7 @@ def render_html(data: RunData, images: dict[str, bytes]) -> str:
 <tr><th>seed</th><td>{_esc(info.seed)}</td><th>lease ttl</th><td>{_esc(info.lease_ttl_ms)} ms</td></tr>
 <tr><th>workers</th><td>{_esc(info.workers)}</td><th>storm ended</th><td>{_esc(info.status)} after {duration:.1f} s</td></tr>
 <tr><th>soak</th><td>{_esc(info.soak_version)}</td><th>run directory</th><td><code>{_esc(data.run_dir.name)}</code></td></tr>
-</table>
+{_rates_html(data.storm)}</table>
 <h2>Violations</h2>
 {_violations_html(verdict) or "<p>None.</p>"}
 <h2>Timeline</h2>

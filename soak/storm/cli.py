@@ -113,6 +113,9 @@ def run_cli(args: argparse.Namespace) -> int:
         extra = json.loads((run_dir / "storm.json").read_text())
         if extra.get("time_to_quorum_s") is not None:
             took = f", quorum in {extra['time_to_quorum_s']:.1f} s"
+        if extra.get("takeovers_per_s_over_R_T") is not None:
+            took += (f", {extra['takeovers_per_s']:.1f} takeovers/s = {extra['takeovers_per_s_over_R_T']:.2f} of "
+                     f"R/T")
     except (OSError, ValueError):
         pass
     print(f"storm: {info.status} (seed {info.seed}, {info.workers} workers, store {info.store}{took})"

@@ -7,9 +7,11 @@ frozen truth) and the op index and surface in flight. Cooperative stalls are the
 
 Strikes (`soak.storm.strike`) are stops a worker's own timer or profile hook lands inside one
 store call. The nemesis finds the stopped worker; a stop that landed outside the call is let go
-at once, one inside it is held (a `pause` event with `strike: true`) past the lease. Once the
-lease has expired a worker without a tenure is asked (shared `WANTED` slot) to take the run
-over, and the holder is let go when the first of these holds:
+at once, one inside it is held (a `pause` event with `strike: true`, with the step k of n of a
+step-mode strike) past the lease; one hold at a time (a strike that stops while another is held is
+continued at once: `overlapped`). Once the lease has expired a worker without a tenure is asked
+(shared `WANTED` slot) to take the run over, and the holder is let go when the first of these
+holds:
 - a successor holds the run and has started its third call since the grant (its reads of the
   journal and meta are done): `successor`;
 - the held call visibly blocks the store: since the stop the others have started at most one
@@ -36,6 +38,8 @@ from soak.storm.worker import (
     RUNNING,
     SINCE_NS,
     STRIKE,
+    STRIKE_STEP,
+    STRIKE_STEPS,
     SURFACE,
     TENURE_EPOCH,
     TENURE_EXPIRES_NS,
@@ -305,6 +309,11 @@ class Nemesis:
                 self._cont(w)
                 self.strikes["missed"] += 1
                 continue
+            if any(o.hold is not None for o in self.paused):
+                # one hold at a time: the successor and the let-go rules then concern one struck call alone
+                self._cont(w)
+                self.strikes["overlapped"] = self.strikes.get("overlapped", 0) + 1
+                continue
             expires = int(st[TENURE_EXPIRES_NS])
             idle = max(20_000_000, self.sc.lease_ttl_ms * 250_000)  # a quarter of the ttl, at least 20 ms
             ops = sum(int(o.state[OP_INDEX]) for o in workers if o is not w and not o.killed and o.alive())
@@ -315,6 +324,8 @@ class Nemesis:
             self.strikes["held"] += 1
             self.log("pause", {"target": w.name, "pid": w.pid, "stopped": True, "strike": True,
                                "strike_mode": MODES[int(st[STRIKE]) - 1], "syscall": _syscall(w.pid),
+                               **({"step": int(st[STRIKE_STEP]), "steps": int(st[STRIKE_STEPS])}
+                                  if st[STRIKE_STEPS] else {}),
                                "lease_left_ms": round((expires - now) / 1e6, 3), **call_state(w)})
 
     @staticmethod
@@ -326,6 +337,11 @@ class Nemesis:
         if now < h.expires_ns:
             return None
         others = [o for o in workers if o is not w and not o.killed and o.alive()]
+        if not h.asked:  # ask a worker without a tenure to take the run over
+            free = [o for o in others if o.paused_since is None and int(o.state[TENURE_KEY]) < 0]
+            if free:
+                min(free, key=lambda o: o.slot).state[WANTED] = h.key + 1
+                h.asked = True
         for o in others:
             if int(o.state[TENURE_KEY]) == h.key and int(o.state[TENURE_EPOCH]) > h.epoch:
                 h.successor = o
@@ -335,11 +351,6 @@ class Nemesis:
         else:
             if h.successor is not None:
                 return "successor-ended"
-            if not h.asked:  # ask a worker without a tenure to take the run over
-                free = [o for o in others if o.paused_since is None and int(o.state[TENURE_KEY]) < 0]
-                if free:
-                    min(free, key=lambda o: o.slot).state[WANTED] = h.key + 1
-                    h.asked = True
         # the held call blocks the store (holds its lock): since it stopped, the others have made
         # next to no progress (one call each at most), none for a while, and one is stuck in a call
         total = sum(int(o.state[OP_INDEX]) for o in others)

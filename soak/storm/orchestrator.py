@@ -204,6 +204,7 @@ class _Storm:
         self.history_dir = run_dir / HISTORY_DIR
         self.stop_flag = self.mp.RawValue("b", 0)
         self.go_flag = self.mp.RawValue("b", 0)  # the boot barrier (see worker_main)
+        self.board = self.mp.RawArray("q", max(1, len(self.workload.keys(scenario))))  # the run board (worker_main)
         self.handles: list[WorkerHandle] = []
         self.incarnations: dict[int, int] = {}
         self.worker_seeds: dict[str, int] = {}
@@ -221,6 +222,8 @@ class _Storm:
         self.early: Any = None  # the early judge's process (`start_early`)
         self.early_stop = self.mp.RawValue("b", 0)
         self.early_found = self.mp.RawValue("b", 0)
+        self.go_ns: int | None = None  # when the workers were let boot (the running window starts)
+        self.stopped_ns = 0  # when the stop flag was set (it ends)
 
     def _nemesis(self, start_ns: int | None = None) -> Nemesis:
         return Nemesis(self.sc, self.rng, self.events, start_ns=start_ns, surfaces=self.surfaces,
@@ -237,7 +240,8 @@ class _Storm:
         spec = WorkerSpec(slot, inc, seed, self.target, str(self.location), self.sc, str(self.history_dir), os.getpid())
         state = self.mp.RawArray("q", SLOTS)
         proc = self.mp.Process(target=worker_entry, args=(name, str(self.history_dir), dill.dumps(spec), state,
-                                                          self.stop_flag, self.go_flag), name=name, daemon=True)
+                                                          self.stop_flag, self.go_flag, self.board), name=name,
+                                daemon=True)
         _start(proc)
         handle = WorkerHandle(name, slot, inc, seed, proc, state, self.surfaces)
         self.handles.append(handle)
@@ -253,6 +257,7 @@ class _Storm:
                 break
             time.sleep(0.005)
         self.go_flag.value = 1
+        self.go_ns = now_ns()
         self.events.event("boot", {"workers": [h.name for h in self.handles],
                                    "ready": sum(int(h.state[PHASE]) == READY for h in self.handles)})
 
@@ -346,6 +351,7 @@ class _Storm:
         release it (it would sit on the store's lock while the others wait out their busy timeouts)."""
         self.nemesis.resume_all(self.live())
         self.stop_flag.value = 1
+        self.stopped_ns = now_ns()
         deadline = time.monotonic() + self.sc.grace_s
         while time.monotonic() < deadline and any(h.process.is_alive() for h in self.live()):
             self.nemesis.resume_all(self.live())
@@ -529,6 +535,11 @@ class _Storm:
         extra["respawns"] = self.respawns
         extra["unexpected_exits"] = self.unexpected_exits
         extra["counts"] = self.quorum.counts()
+        rates = getattr(self.workload, "storm_rates", None)
+        if rates is not None:  # the running window: from the boot barrier to the stop flag
+            running_s = (self.stopped_ns - (self.go_ns or start)) / 1e9
+            extra["running_s"] = round(running_s, 3)
+            extra.update(rates(self.sc, extra["counts"], running_s))
         extra["suspects"] = len(self.quorum.suspects)
         extra["first_suspects"] = self.quorum.suspects[:20]
         extra["boot_failures"] = self.quorum.boot_failures[:20]

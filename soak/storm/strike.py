@@ -6,10 +6,13 @@ struck arms a stop of its own, in one of two modes:
 
 - `step`: the stop lands between two steps of the store's own code. While the call runs, a
   profile hook (`sys.setprofile`) counts the calls and returns it makes, C-level ones included
-  (a statement, a commit, a lock, a socket send); at the k-th, k uniform over the number this
-  surface's struck calls made before, the worker stops itself. Every boundary between two steps
-  is equally likely, however long a step waits for a lock or a reply: a store that checks its
-  fence in one step and writes in the next leaves its window open at one of them.
+  (a statement, a commit, a lock, a socket send); at the k-th the worker stops itself. k sweeps
+  every step of the surface's calls, as conformance does: n is the median number of boundaries
+  this surface's recent struck calls made, and k walks 1..n in an order shuffled from the
+  storm's seed (a new cycle when n changes), so every boundary is struck once per cycle however
+  long a step waits for a lock or a reply: a store that checks its fence in one step and writes
+  in the next leaves its window open at one of them. `position` is the (k, n) of the strike
+  armed last (the nemesis records them in its `pause` event).
 - `kernel`: the stop lands at a random instant. An alarm (`SIGALRM`) after a random lead starts,
   from its Python handler (so after the wait that often opens a call has ended), a POSIX timer
   (`timer_create`, `SIGEV_SIGNAL`, `SIGSTOP`) with a random delay: the kernel stops the process
@@ -26,6 +29,7 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import os
+import random
 import signal
 import sys
 from collections import deque
@@ -78,6 +82,8 @@ class StrikeTimer:
         self._steps: dict[str, deque[int]] = {}  # surface -> boundaries counted in recent struck calls
         self._counting: tuple[str, int] | None = None  # step mode: (surface, stop at this boundary)
         self._seen = 0
+        self._cycles: dict[str, tuple[int, list[int]]] = {}  # surface -> (n, the boundaries left in this cycle)
+        self.position = (0, 0)  # (k, n) of the step-mode strike armed last; (0, 0) for kernel mode
         self.available = False
         if self._lib is None:
             return
@@ -115,13 +121,27 @@ class StrikeTimer:
             return
         surface, mode, lead_ns, delay_ns, u = strike
         if mode == "step":
-            counts = sorted(self._steps.get(surface, ())) or [_DEFAULT_STEPS]
+            k, n = self._next_step(surface, u)
+            self.position = (k, n)
             self._seen = 0
-            self._counting = (surface, 1 + int(u * counts[len(counts) // 2]))
+            self._counting = (surface, k)
             sys.setprofile(self._on_event)
         else:
+            self.position = (0, 0)
             self._delay_ns, self._stage = max(1, delay_ns), 1
             signal.setitimer(signal.ITIMER_REAL, max(1, lead_ns) / 1e9)
+
+    def _next_step(self, surface: str, u: float) -> tuple[int, int]:
+        """The next boundary of the surface's sweep, and the n it sweeps (`u`, from the seeded plan, shuffles a new
+        cycle)."""
+        counts = sorted(self._steps.get(surface, ())) or [_DEFAULT_STEPS]
+        n = max(1, counts[len(counts) // 2])
+        cycle_n, left = self._cycles.get(surface, (0, []))
+        if cycle_n != n or not left:
+            left = list(range(1, n + 1))
+            random.Random(int(u * 2**32)).shuffle(left)
+            self._cycles[surface] = (n, left)
+        return left.pop(), n
 
     def disarm(self) -> None:
         """End the strike of the call that just returned (a stop not yet landed never will)."""

@@ -39,9 +39,10 @@ __all__ = [
 #: `WANTED` is set by the nemesis (key index + 1) to ask a worker without a tenure to take that
 #: run over next: the successor a held strike waits for. `TENURE_OP` is the op index of the call
 #: that granted the published tenure (its acquire), so the nemesis can count the calls made since.
+#: `STRIKE_STEP` and `STRIKE_STEPS` are the step k and the n a step-mode strike sweeps (0 for kernel mode).
 (IN_CALL, OP_INDEX, SINCE_NS, SURFACE, PHASE, STRIKE, TENURE_KEY, TENURE_EPOCH, TENURE_EXPIRES_NS, WANTED,
- TENURE_OP) = range(11)
-SLOTS = 11
+ TENURE_OP, STRIKE_STEP, STRIKE_STEPS) = range(13)
+SLOTS = 13
 #: Worker phases (shared `PHASE` slot).
 STARTING, RUNNING, BOOT_FAILED, DONE, CRASHED, READY, BOOTING = range(7)
 PHASES = ("starting", "running", "boot-failed", "done", "crashed", "ready", "booting")
@@ -101,7 +102,8 @@ def _die_with_parent(parent_pid: int) -> None:
         os._exit(0)
 
 
-def worker_entry(process: str, history_dir: str, spec_blob: bytes, state: Any, stop: Any, go: Any) -> None:
+def worker_entry(process: str, history_dir: str, spec_blob: bytes, state: Any, stop: Any, go: Any,
+                 board: Any = None) -> None:
     """Process entry: send this process's stderr to `history/<process>.stderr`, load the spec, run `worker_main`.
 
     The spec travels as dill bytes and is loaded here, so a store factory that cannot be loaded in a fresh process
@@ -127,14 +129,16 @@ def worker_entry(process: str, history_dir: str, spec_blob: bytes, state: Any, s
                                "traceback": traceback.format_exc()[-4000:]})
         writer.close()
         os._exit(START_FAILED_STATUS)
-    worker_main(spec, state, stop, go)
+    worker_main(spec, state, stop, go, board)
 
 
-def worker_main(spec: WorkerSpec, state: Any, stop: Any, go: Any) -> None:
+def worker_main(spec: WorkerSpec, state: Any, stop: Any, go: Any, board: Any = None) -> None:
     """Process entry: wait for `go`, boot the store, run the workload until `stop.value` is set.
 
     The first workers wait at the `go` barrier so they all call the store factory within a
-    millisecond of each other: a bootstrap that races with itself shows up here.
+    millisecond of each other: a bootstrap that races with itself shows up here. `board` is the
+    storm's shared run board (one slot per workload key: the latest monotonic ns a tenure of it can
+    expire, 0 for free), so a worker without a tenure can wait at the next expiry.
     """
     _die_with_parent(spec.parent_pid)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the orchestrator's to handle
@@ -161,6 +165,7 @@ def worker_main(spec: WorkerSpec, state: Any, stop: Any, go: Any) -> None:
             # the mode, negative where the nemesis is to kill the worker at the stop instead of holding it
             state[STRIKE] = (1 + MODES.index(strike[1])) * (-1 if kill else 1)
             timer.arm(strike)
+            state[STRIKE_STEP], state[STRIKE_STEPS] = timer.position
 
     def leave() -> None:
         state[IN_CALL] = 0
@@ -184,6 +189,15 @@ def worker_main(spec: WorkerSpec, state: Any, stop: Any, go: Any) -> None:
         state[TENURE_EPOCH] = epoch
         state[TENURE_EXPIRES_NS] = expires_ns
         state[TENURE_KEY] = code
+
+    def note_expiry(key: str, expires_ns: int) -> None:
+        code = keys.get(key, -1)
+        if board is not None and 0 <= code < len(board):
+            board[code] = expires_ns
+
+    def expiry(key: str) -> int:
+        code = keys.get(key, -1)
+        return int(board[code]) if board is not None and 0 <= code < len(board) else 0
 
     writer = HistoryWriter(Path(spec.history_dir) / f"{spec.process}.jsonl", spec.process)
     writer.event("start", {"pid": os.getpid(), "seed": spec.seed, "slot": spec.slot,
@@ -228,6 +242,8 @@ def worker_main(spec: WorkerSpec, state: Any, stop: Any, go: Any) -> None:
         leave_call=leave,
         publish_tenure=publish_tenure,
         wanted=wanted,
+        note_expiry=note_expiry,
+        expiry=expiry,
         can_strike=timer.available,
         workdir=str(Path(spec.history_dir).parent),
         **workload.context_hooks(),

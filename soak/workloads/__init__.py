@@ -124,6 +124,9 @@ class Workload(Protocol):
     # report_timeline(data: soak.report.data.RunData) -> soak.report.data.Timeline
     #     its own timeline (tenures on key lanes, marks, a strip panel of spans) and the tables it adds to the
     #     report, drawn instead of the per-worker timeline.
+    # storm_rates(scenario: Scenario, counts: dict[str, int], running_s: float) -> dict[str, float]
+    #     rates `storm.json` records and `soak storm` prints, from the final quorum counts over the seconds the
+    #     workers ran (the runs workload: takeovers per second over the physical limit R/T).
 
 
 def count_event(counts: dict[str, int], process: str, kind: str, value: dict[str, Any]) -> None:

@@ -31,7 +31,7 @@ MODES = ("kernel", "step")
 
 
 class Strike(NamedTuple):
-    """One planned strike of a call of `surface`; `u` in [0, 1) places a step-mode stop."""
+    """One planned strike of a call of `surface`; `u` in [0, 1) seeds the shuffle of a step-mode sweep's cycle."""
 
     surface: str
     mode: str
@@ -81,6 +81,10 @@ class WorkerContext:
     publish_tenure: Callable[..., None] = lambda key, epoch=0, expires_ns=0: None
     #: the run the nemesis asks this worker to take over next (read once), or None
     wanted: Callable[[], str | None] = lambda: None
+    #: the run board every worker of the storm shares: `note_expiry(key, ns)` records the latest monotonic ns the
+    #: tenure just granted or renewed on `key` can expire (0: released), `expiry(key)` reads it (0: free or unknown)
+    note_expiry: Callable[[str, int], None] = lambda key, expires_ns: None
+    expiry: Callable[[str], int] = lambda key: 0
     #: True where the worker can stop itself inside a call (`strike_next_call`)
     can_strike: bool = False
     #: the workload's record codec (`Workload.context_hooks`): the list a record holds for a lease, and what the
@@ -114,9 +118,8 @@ class WorkerContext:
     def _strike_plan(self, f: str) -> Any:
         """One strike of a call of surface `f` (see `soak.storm.strike`): mode step five times in six.
 
-        Step mode's boundary is drawn triangular over the call's boundaries: a fence check must
-        come before the write it guards, so a window between them lies inside the call, never at
-        its first or last step. Kernel mode's lead is uniform over 1.5 x the median of this
+        Step mode sweeps the call's boundaries (`soak.storm.strike`); `u` shuffles each new cycle
+        of the sweep. Kernel mode's lead is uniform over 1.5 x the median of this
         worker's recent calls of the surface (waits included), its delay over 1.5 x their lower
         quartile (about the work of a call that did not wait).
         """
@@ -124,7 +127,7 @@ class WorkerContext:
         median, low = recent[len(recent) // 2], recent[len(recent) // 4]
         rnd = self.rng.random
         mode = "kernel" if rnd() < 1 / 6 else "step"
-        return Strike(f, mode, 1 + int(rnd() * 1.5 * median), 1 + int(rnd() * 1.5 * low), (rnd() + rnd()) / 2)
+        return Strike(f, mode, 1 + int(rnd() * 1.5 * median), 1 + int(rnd() * 1.5 * low), rnd())
 
     def op(
         self,

@@ -108,3 +108,12 @@ def test_a_renewed_released_or_renewing_holder_is_no_ttl_suspect(tmp_path):
     assert _held_refusal_suspects(tmp_path / "renewed", renew, renewed) == []  # live until 1.75 s + margin
     assert _held_refusal_suspects(tmp_path / "renewing", renew) == []  # a renew in flight may have landed
     assert _held_refusal_suspects(tmp_path / "released", released, renewed) == []
+
+
+def test_takeover_rate_is_measured_against_runs_over_ttl():
+    from soak.workloads.runs.quorum import takeover_rates
+
+    # 3 runs at a ttl of 250 ms allow at most 12 expiry-driven takeovers a second
+    assert takeover_rates(40, 10.0, 3, 250) == {"takeovers_per_s": 4.0, "takeovers_per_s_over_R_T": 0.333}
+    assert takeover_rates(120, 10.0, 3, 250)["takeovers_per_s_over_R_T"] == 1.0
+    assert takeover_rates(5, 0.0, 3, 250) == {"takeovers_per_s": 0.0, "takeovers_per_s_over_R_T": 0.0}

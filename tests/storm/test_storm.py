@@ -117,6 +117,12 @@ def test_small_storm_reaches_quorum_with_every_nemesis_kind_and_clean_history(tm
     assert set(snap.journals) == {*info.runs, *info.side_runs, "xr"}
     assert snap.journals["xr"] == [] and not snap.read_errors
     assert (run_dir / "scenario.toml").read_text().count(f"seed = {info.seed}") == 1
+    # the takeover rate over the physical limit R/T, from the quorum's own count over the running window
+    extra = json.loads((run_dir / "storm.json").read_text())
+    limit = len(info.runs) / (sc.lease_ttl_ms / 1000.0)
+    assert 0 < extra["running_s"] <= extra["elapsed_s"]
+    assert extra["takeovers_per_s_over_R_T"] == pytest.approx(
+        extra["counts"]["takeovers"] / extra["running_s"] / limit, abs=0.002)
     # every worker incarnation is gone once run_storm returns
     assert len(_worker_pids(run_dir)) >= sc.workers
     assert not [p for p in _worker_pids(run_dir) if _alive(p)]

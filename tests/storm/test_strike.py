@@ -66,7 +66,28 @@ def _child(mode: str, u: float, steps: int = 20) -> subprocess.Popen:
                             text=True, env=env)
 
 
-@pytest.mark.parametrize(("mode", "u"), [("step", 0.0), ("step", 0.4), ("kernel", 0.0)])
+def _u_whose_first_step(test) -> float:
+    """A plan's `u` whose sweep (64 boundaries assumed, no call counted yet) strikes first at a k passing `test`."""
+    return next(u for u in (i / 1000 for i in range(1000)) if test(StrikeTimer()._next_step("s", u)[0]))
+
+
+def test_step_strikes_sweep_every_boundary_once_per_cycle_in_a_seeded_order():
+    timer = StrikeTimer()
+    timer._steps["s"] = [12, 12, 12]  # recent struck calls of the surface made 12 boundaries
+    cycle = [timer._next_step("s", 0.25) for _ in range(12)]
+    assert sorted(k for k, _ in cycle) == list(range(1, 13)) and {n for _, n in cycle} == {12}
+    again = StrikeTimer()
+    again._steps["s"] = [12, 12, 12]
+    assert [again._next_step("s", 0.25) for _ in range(12)] == cycle  # the same seed, the same sweep
+    other = StrikeTimer()
+    other._steps["s"] = [12, 12, 12]
+    assert [other._next_step("s", 0.75) for _ in range(12)] != cycle
+    timer._steps["s"] = [5, 5, 5]  # the calls changed: a new cycle over their boundaries
+    assert sorted(timer._next_step("s", 0.5)[0] for _ in range(5)) == [1, 2, 3, 4, 5]
+
+
+@pytest.mark.parametrize(("mode", "u"), [("step", _u_whose_first_step(lambda k: k <= 3)),
+                                         ("step", _u_whose_first_step(lambda k: 10 <= k <= 20)), ("kernel", 0.0)])
 def test_a_strike_stops_the_process_inside_the_call(mode, u):
     proc = _child(mode, u)
     try:
@@ -81,7 +102,8 @@ def test_a_strike_stops_the_process_inside_the_call(mode, u):
 
 
 def test_a_strike_past_the_last_step_never_stops():
-    proc = _child("step", 0.999, steps=5)  # the 64th boundary: the call has about 20, so it returns unstopped
+    # a boundary past 40 of the 64 assumed: the call has about 20, so it returns unstopped
+    proc = _child("step", _u_whose_first_step(lambda k: k > 40), steps=5)
     try:
         out, _ = proc.communicate(timeout=10)
     finally:
@@ -187,3 +209,24 @@ def test_a_struck_holder_that_blocks_the_store_is_let_go_and_a_miss_is_continued
     assert nem._let_go(victim, workers, victim.hold.cap_ns) == "cap"
     nem.resume_all(workers)
     assert all(_wait_running(h.pid) for h in workers)
+
+
+def test_one_strike_is_held_at_a_time_and_a_taker_is_asked_at_its_expiry(tmp_path, procs):
+    nem = _nemesis(tmp_path)
+    now = now_ns()
+    expires = now + 50_000_000
+    first = _handle(procs, 0, {IN_CALL: 1, STRIKE: 2, TENURE_KEY: 0, TENURE_EPOCH: 4, TENURE_EXPIRES_NS: expires,
+                               OP_INDEX: 9})
+    second = _handle(procs, 1, {IN_CALL: 1, STRIKE: 2, TENURE_KEY: 1, TENURE_EPOCH: 2, TENURE_EXPIRES_NS: expires,
+                                OP_INDEX: 12})
+    free = _handle(procs, 2, {OP_INDEX: 40})
+    for h in (first, second):
+        os.kill(h.pid, signal.SIGSTOP)
+        assert _wait_stopped(h.pid)
+    workers = [first, second, free]
+    nem.find_strikes(workers, now)
+    assert first.hold is not None and second.hold is None and nem.strikes == {"held": 1, "missed": 0, "overlapped": 1}
+    assert _wait_running(second.pid)  # continued at once
+    assert nem._let_go(first, workers, now + 1) is None and free.state[WANTED] == 0  # the lease may still be live
+    assert nem._let_go(first, workers, expires + 1) is None and free.state[WANTED] == 1  # asked to take run 0
+    nem.resume_all(workers)

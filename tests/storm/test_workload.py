@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 import threading
+import time
 from collections import defaultdict
 
 from soak.history import HistoryWriter, Operation, operations
@@ -13,16 +14,20 @@ from soak.stores.memory import open_memory
 from soak.workloads import WorkerContext, get_workload
 
 
-def _storm_in_threads(tmp_path, workers=3, ops=600):
+def _storm_in_threads(tmp_path, workers=3, ops=20_000, seconds=1.5):
+    """`workers` threads storming one memory store until each has recorded `ops` records or `seconds` have passed
+    (the edge waits write as fast as the store takes writes: a count alone would end inside the first of them)."""
     sc = load_scenario("smoke", {"lease_ttl_ms": 30, "stall_prob": 0.45})
     store = open_memory(str(tmp_path), lease_ttl_ms=sc.lease_ttl_ms)
     workload = get_workload("runs")
     threads = []
+    deadline = time.monotonic() + seconds
     for slot in range(workers):
         name = f"w{slot}.1"
         writer = HistoryWriter(tmp_path / f"{name}.jsonl", name)
         ctx = WorkerContext(store=store, writer=writer, rng=random.Random(slot), scenario=sc, process=name,
-                            should_stop=lambda w=writer: w.next_index() >= ops, **workload.context_hooks())
+                            should_stop=lambda w=writer: w.next_index() >= ops or time.monotonic() > deadline,
+                            **workload.context_hooks())
         threads.append(threading.Thread(target=workload.worker_loop, args=(ctx,)))
     for t in threads:
         t.start()

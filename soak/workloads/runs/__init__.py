@@ -16,7 +16,7 @@ from soak.spi import Lease, LeaseHeldError
 from soak.workloads.runs.options import (
     DEFAULT_QUORUM, QUORUM_KEYS, SCHEMA, TABLES, RunsOptions, check_options,
 )
-from soak.workloads.runs.quorum import RunsCounter, exercised
+from soak.workloads.runs.quorum import RunsCounter, exercised, takeover_rates
 from soak.workloads.runs.report import report_tenures
 from soak.workloads.runs.worker import CROSS_RUN, run_worker
 
@@ -121,6 +121,12 @@ class RunsWorkload:
             counter.granted[run] = {e for e, bits in enumerate(b) if bits & 1}
             counter.released[run] = {e for e, bits in enumerate(b) if bits & 2}
         return counter.counts()
+
+    @staticmethod
+    def storm_rates(scenario: Any, counts: dict[str, int], running_s: float) -> dict[str, float]:
+        """Takeovers per second, and that over the physical limit R/T: with R main runs and a ttl T, takeovers
+        driven by expiry cannot exceed R/T per second (one per run per ttl)."""
+        return takeover_rates(counts.get("takeovers", 0), running_s, scenario.options.runs, scenario.lease_ttl_ms)
 
     @staticmethod
     def exercised(facts: Any, strikes_held: int = 0) -> dict[str, int]:

@@ -19,7 +19,7 @@ from typing import Any
 
 from soak.workloads.runs.options import ACCEPT_SURFACES, STALE_SURFACES
 
-__all__ = ["RunsCounter", "SUSPECT_INTENTS", "exercised"]
+__all__ = ["RunsCounter", "SUSPECT_INTENTS", "exercised", "takeover_rates"]
 
 #: Intents under which the worker expects a typed refusal.
 SUSPECT_INTENTS = frozenset({"stale", "cross"})
@@ -221,3 +221,11 @@ def exercised(hist: dict[tuple[Any, ...], int], strikes_held: int = 0) -> dict[s
         out[clause] = n
     out["atomic-fence"] = strikes_held
     return out
+
+
+def takeover_rates(takeovers: int, running_s: float, runs: int, lease_ttl_ms: int) -> dict[str, float]:
+    """`takeovers_per_s`, and `takeovers_per_s_over_R_T`: that over R/T, the most takeovers per second that expiry
+    allows with `runs` main runs and a ttl T (1.0: every run taken over the instant each tenure expires)."""
+    per_s = takeovers / running_s if running_s > 0 else 0.0
+    limit = runs / (lease_ttl_ms / 1000.0)
+    return {"takeovers_per_s": round(per_s, 3), "takeovers_per_s_over_R_T": round(per_s / limit, 3)}

@@ -4,7 +4,10 @@ One tenure: acquire a random main run, `load` its tail, 3-8 random fenced operat
 the fresh tail + 1, meta, blob put and delete, renew, a full deletion cycle on a side run under
 its own lease, a probe of the live lease on a foreign run, now and then an append at or below
 the tail that the order guard must refuse, a read-back), then release, or stall past the ttl
-without renewing. Every tenure starts with a read-back (journal tail, meta, one or two blobs) and
+without renewing. A worker without a tenure waits at the next expiry the run board shows (every
+worker publishes the expiry of its tenure there) instead of backing off; a stalled or struck
+tenure's dead lease is swept once its stall is over and a successor holds the run, while the
+worker takes another run meanwhile. Every tenure starts with a read-back (journal tail, meta, one or two blobs) and
 the mix repeats it at random points: each read records the tenure it was made under
 (`{"tenure": [run, owner, epoch]}`) and what it saw (`tail_tag` / `tag`), so the checker can hold
 reads to the epoch-ordered serial history (a late stale write shows up there). After a stall or a refusal of the live lease, the dead lease is swept over
@@ -75,6 +78,8 @@ class _Worker:
         self.owner = ctx.process
         self.mix_keys = list(self.opt.mix)
         self.mix_weights = [self.opt.mix[k] for k in self.mix_keys]
+        self.expires = 0  # the expiry this worker last noted on the board
+        self.due: list[tuple[float, Lease, int]] = []  # sweeps due once a stall is over: (monotonic s, dead lease, its expiry on the board)
 
     # -- building blocks ------------------------------------------------------------------
 
@@ -133,6 +138,9 @@ class _Worker:
             return ({"tag": tag, "c": c, "status": status, "segments": c},
                     lambda: self.store.put_meta(meta, lease))
         return self.ctx.mutation("put_meta", run, lease, intent, build)
+
+    def all_blobs(self, run: str) -> list[str]:
+        return [f"{run}/b{i}" for i in range(self.opt.blob_names)]
 
     def blob_ref(self, run: str) -> str:
         return f"{run}/b{self.rng.randrange(self.opt.blob_names)}"
@@ -195,22 +203,85 @@ class _Worker:
 
     def loop(self) -> None:
         while not self.ctx.should_stop():
+            self.sweep_due()
             wanted = self.ctx.wanted()
-            run = wanted if wanted in self.main else self.rng.choice(self.main)
+            if wanted in self.main:
+                self.take_over(wanted)
+                continue
+            run = self.next_run()
+            if run is None:
+                continue
             asked = time.monotonic()
             out = self.acquire(run, "live")
             if not out.ok:
-                self.sleep(self.rng.uniform(0.001, 0.006))  # held, busy or unknown: try another run
+                self.sleep(self.rng.uniform(0.0005, 0.002))  # held, busy or unknown: the board says what is next
                 continue
-            self.publish(out.result)
-            try:
-                self.tenure(out.result, asked, linger=wanted == run)
-            finally:
-                self.ctx.publish_tenure(None)
+            self.held(out.result, asked)
+
+    def held(self, lease: Lease, asked: float, linger: bool = False) -> None:
+        self.publish(lease)
+        try:
+            self.tenure(lease, asked, linger=linger)
+        finally:
+            self.ctx.publish_tenure(None)
+
+    def take_over(self, run: str) -> None:
+        """The nemesis holds a struck call on `run`: be its taker. Wait at the lease's expiry (the board's), acquire
+        the run (again at once while another worker has it first, for up to two ttls), then hold it as a tenure
+        that reads the whole run before and after the held call returns."""
+        ttl_ns = self.sc.lease_ttl_ms * 1_000_000
+        give_up = time.monotonic_ns() + 2 * ttl_ns
+        while not self.ctx.should_stop() and time.monotonic_ns() < give_up:
+            wait = self.ctx.expiry(run) - time.monotonic_ns()
+            if wait > 0:
+                self.sleep(min(wait, ttl_ns) / 1e9)
+            asked = time.monotonic()
+            out = self.acquire(run, "live")
+            if out.ok:
+                self.held(out.result, asked, linger=True)
+                return
+            self.sleep(0.0005)
+
+    def next_run(self) -> str | None:
+        """A main run the board shows free or expired, else None after waiting (at most 20 ms) for the next expiry.
+
+        A successor waits at the expiry of the tenure it takes over instead of backing off: every worker without a
+        tenure asks for the run as its tenure ends, so takeovers come at the rate expiry allows and contend there.
+        """
+        now = time.monotonic_ns()
+        dead = {lease.run_id for _, lease, _ in self.due}  # a run this worker still has a dead lease of to sweep
+        ends = {run: self.ctx.expiry(run) for run in self.main if run not in dead}
+        free = [run for run, end in ends.items() if end <= now]
+        if free:
+            return self.rng.choice(free)
+        wake = min([*ends.values(), *(int(due * 1e9) for due, _, _ in self.due if due * 1e9 > now), now + 20_000_000])
+        self.sleep((wake - now) / 1e9)
+        return None
+
+    def sweep_due(self) -> None:
+        """Sweep the dead leases whose stall (or wait after a strike) is over, once a successor holds the run.
+
+        A lease is swept when the board shows a later tenure of its run, or two ttls after its stall is over: a
+        sweep under a lease that expired with no successor proves nothing (`expired-unsuperseded`), and its
+        release would end the run's tenure without a takeover.
+        """
+        now = time.monotonic()
+        ttl = self.sc.lease_ttl_ms / 1000.0
+        for item in [d for d in self.due if d[0] <= now]:
+            due, lease, noted = item
+            if self.ctx.expiry(lease.run_id) == noted and now < due + 2 * ttl:
+                continue  # no successor yet
+            self.due.remove(item)
+            if not self.ctx.should_stop():
+                self.sweep(lease)
 
     def publish(self, lease: Lease) -> None:
-        """Tell the nemesis which tenure this worker holds and the latest it can expire."""
-        self.ctx.publish_tenure(lease.run_id, lease.epoch, time.monotonic_ns() + self.sc.lease_ttl_ms * 1_000_000)
+        """Tell the nemesis which tenure this worker holds and the latest it can expire, and the board when the run
+        is free to take over."""
+        expires = time.monotonic_ns() + self.sc.lease_ttl_ms * 1_000_000
+        self.ctx.publish_tenure(lease.run_id, lease.epoch, expires)
+        self.ctx.note_expiry(lease.run_id, expires)
+        self.expires = expires
 
     def edge_write(self, lease: Lease, since: float, tail: int | None,
                    strike: bool = False) -> tuple[Outcome | None, int | None]:
@@ -247,19 +318,18 @@ class _Worker:
         return out, (seq if out.ok else None)
 
     def busy_until(self, deadline: float, lease: Lease, tail: int | None) -> tuple[Outcome | None, int | None]:
-        """Keep writing to the tenure's run, a write every 3-12 ms, until `deadline` (monotonic).
+        """Keep writing to the tenure's run, as fast as the store takes the writes, until `deadline` (monotonic).
 
-        The wait for a tenure's edge is not idle: the store stays under contention while others
-        are held or take over (a store that misbehaves when a call has to wait shows it then).
-        Returns the first refusal by the fence (the tenure is lost) or None, and the tail.
+        The wait for a tenure's edge is not idle: the store stays under load near its limit while
+        others are held or take over (busy handling, lock waits and starvation are where a store
+        misbehaves). Returns the first refusal by the fence (the tenure is lost) or None, and the tail.
         """
         run = lease.run_id
-        while not self.ctx.should_stop():
-            pace = self.rng.uniform(0.003, 0.012)
-            if time.monotonic() + pace >= deadline:
-                break
-            self.sleep(pace)
+        while not self.ctx.should_stop() and (started := time.monotonic()) < deadline:
             out, tail = self.write(self.rng.choice(("append", "put_meta", "blob_put")), run, lease, "live", tail, lease)
+            # as long again as the write took, so the writers leave the store free half their time: a write that had
+            # to wait for a lock backs off as long, and the waits of other callers stay bounded however many write
+            time.sleep(min(time.monotonic() - started, max(0.0, deadline - time.monotonic())))
             if out is not None and out.refused(LeaseHeldError):
                 return out, tail
         self.sleep(deadline - time.monotonic())
@@ -268,10 +338,10 @@ class _Worker:
     def tenure(self, lease: Lease, asked: float, linger: bool = False) -> None:
         """One live tenure; `asked` is when the acquire was invoked (a lower bound of the grant).
 
-        With `linger` (the nemesis asked this worker to take the run over from a holder it holds
-        stopped inside a write), the tenure waits a moment after its first read-back: the
-        nemesis lets the old holder go once these reads are done, so a write of its that lands
-        late lands between the successor's reads and its writes, where the reads show it.
+        With `linger` (this worker is the taker of a holder the nemesis holds stopped inside a
+        write), the tenure reads the whole run, waits a moment and reads it all again: the
+        nemesis lets the old holder go once the first reads have started, so a write of its that
+        lands late lands between the two, where the second shows it whichever blob it wrote.
         """
         run = lease.run_id
         since = asked  # a lower bound of the latest grant or renewal of this tenure
@@ -279,9 +349,15 @@ class _Worker:
         ending = self.rng.random()
         stall = ending < self.opt.stall_prob
         strike = not stall and self.ctx.can_strike and ending < self.opt.stall_prob + self.opt.strike_prob
-        tail = self.read_back(lease, "live")
         if linger:
+            # the taker of a held strike reads the whole run, lets the nemesis let the holder go (it does once
+            # these reads have started), and reads it all again once the held call has had time to return: a
+            # late write lands between the two, whichever blob it wrote
+            self.read_back(lease, "live", self.all_blobs(run))
             self.sleep(self.sc.lease_ttl_ms / 10000.0)
+            tail = self.read_back(lease, "live", self.all_blobs(run))
+        else:
+            tail = self.read_back(lease, "live")
         lost = False
         for _ in range(self.rng.randint(self.opt.ops_min, self.opt.ops_max)):
             if self.ctx.should_stop():
@@ -324,20 +400,19 @@ class _Worker:
             # end the tenure with a struck edge write, then give a successor a moment (the lease
             # has expired by now) and sweep the dead lease, as after a stall
             out, tail = self.edge_write(lease, since, tail, strike=True)
-            if out is not None and not out.refused(LeaseHeldError):
-                self.sleep(self.sc.lease_ttl_ms / 4000.0)
-            if not self.ctx.should_stop():
-                self.sweep(lease)
+            wait = 0.0 if out is not None and out.refused(LeaseHeldError) else self.sc.lease_ttl_ms / 4000.0
+            self.due.append((time.monotonic() + wait, lease, self.expires))
             return
         elif stall and not self.ctx.should_stop():
+            # the tenure stalls past its ttl: it is never used again until the stall is over, then swept; the
+            # worker takes another run meanwhile (a stalled holder does not keep a successor from being free)
             ms = self.opt.stall_ms(self.sc.lease_ttl_ms)
             self.ctx.writer.event("stall", {"ms": ms, "lease": [lease.run_id, lease.owner, lease.epoch]})
-            self.sleep(ms / 1000.0)
-            if self.ctx.should_stop():
-                return
-            self.sweep(lease)
+            self.due.append((time.monotonic() + ms / 1000.0, lease, self.expires))
             return
         out = self.release(lease, "live")
+        if out.ok and self.ctx.expiry(run) == self.expires:
+            self.ctx.note_expiry(run, 0)  # free at once (unless a successor has noted its own tenure since)
         if out.refused(LeaseHeldError) and not self.ctx.should_stop():
             self.sweep(lease)
 

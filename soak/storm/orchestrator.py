@@ -481,6 +481,9 @@ class _Storm:
         extra["respawns"] = self.respawns
         extra["unexpected_exits"] = self.unexpected_exits
         extra["counts"] = self.quorum.counts()
+        coverage = getattr(self.workload, "coverage", None)  # a workload's probe coverage table, where it has one
+        if coverage is not None:
+            extra["coverage"] = coverage(extra["counts"])
         extra["suspects"] = len(self.quorum.suspects)
         extra["first_suspects"] = self.quorum.suspects[:20]
         extra["boot_failures"] = self.quorum.boot_failures[:20]

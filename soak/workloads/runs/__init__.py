@@ -16,6 +16,7 @@ from soak.spi import Lease, LeaseHeldError
 from soak.workloads.runs.options import (
     DEFAULT_QUORUM, QUORUM_KEYS, SCHEMA, TABLES, RunsOptions, check_options,
 )
+from soak.workloads.runs.coverage import table as coverage_table
 from soak.workloads.runs.quorum import RunsCounter, exercised
 from soak.workloads.runs.report import report_tenures
 from soak.workloads.runs.worker import CROSS_RUN, run_worker
@@ -121,6 +122,11 @@ class RunsWorkload:
             counter.granted[run] = {e for e, bits in enumerate(b) if bits & 1}
             counter.released[run] = {e for e, bits in enumerate(b) if bits & 2}
         return counter.counts()
+
+    @staticmethod
+    def coverage(counts: dict[str, int]) -> list[dict[str, Any]]:
+        """The probe coverage table from the quorum counts (`soak.workloads.runs.coverage.table`)."""
+        return coverage_table(counts)
 
     @staticmethod
     def exercised(facts: Any, strikes_held: int = 0) -> dict[str, int]:

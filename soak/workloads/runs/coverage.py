@@ -151,3 +151,4 @@ def table(counts: dict[str, int]) -> list[dict[str, Any]]:
     rows += [{"cell": f"{s}.{r}", "clause": clause, "expected": exp, "exercised": None, "why": why}
              for s, r, clause, exp, why in UNREACHABLE]
     return rows
+

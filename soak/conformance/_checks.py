@@ -150,7 +150,8 @@ def check_stale_rejected(ctx: Ctx) -> None:
                     call(lambda: s.release(a), "release by a")
                     holder_lease = None
                 else:  # a's tenure live: its epoch under another owner, its owner with an epoch never issued
-                    presented = {"an impostor": Lease(run, "b", a.epoch), "a never-issued": Lease(run, "a", a.epoch + 1)}
+                    presented = {"an impostor": Lease(run, "b", a.epoch),
+                                 "a never-issued": Lease(run, "a", a.epoch + 1)}
                     holder_lease = a
                 for what, lease in presented.items():
                     before = snapshot(s, [run])

@@ -1,7 +1,8 @@
 """Fencing, judged per tenure and per refusal: `run-match` (a lease used on another run, found while folding),
 `stale-rejected` and `stale-lease-ops` (anything accepted from a non-grantee, under an epoch before it was issued,
-or invoked after the tenure was superseded or released), `typed-refusal` (an untyped answer to a stale operation), `live-accepted` (a refusal
-under a tenure that was surely current and live, with no takeover attempted).
+or invoked after the tenure was superseded or released), `typed-refusal` (an untyped answer to a stale operation),
+`live-accepted` (a refusal under a tenure that was surely current and live, with no takeover attempted).
+`unleased-passthrough` (an unleased mutation refused by the fence) is found while folding, like `run-match`.
 """
 
 from __future__ import annotations

@@ -158,7 +158,8 @@ def fold(facts: Facts, ops: Iterable[Operation | Any], until: float = _NEVER) ->
                 facts.unordered.update(obj for obj, _ in _writes(f, run, args))
             elif error == "LeaseHeldError" and f in mutations:
                 scan_violations.append(
-                    Violation("unleased-passthrough", f"{f} on run {run} without a lease refused by the fence", (_ev(op),))
+                    Violation("unleased-passthrough", f"{f} on run {run} without a lease refused by the fence",
+                              (_ev(op),))
                 )
             continue  # unleased passthrough: not fenced, and not ordered by a tenure
         epoch = lease.epoch

@@ -87,3 +87,21 @@ def test_an_unleased_write_refused_by_the_fence_is_unleased_passthrough():
          error="JournalOrderError", intent="unleased")  # the order guard may refuse an unleased append
     v = run_check(h)
     assert len(statements(v, "unleased-passthrough")) == 1, v.violations
+
+
+def test_a_reentrant_acquire_granted_is_lease_exclusive():
+    h = clean_history()
+    b3 = h.acquire("w2.1", "r1", 400, 3)
+    h.acquire("w2.1", "r1", 410, 4, intent="reentrant")  # the live holder granted its own run again
+    h.put_meta("w2.1", b3, 412, outcome="fail")
+    v = run_check(h)
+    assert statements(v, "lease-exclusive"), v.violations
+
+
+def test_a_reacquire_refused_right_after_release_is_ttl_honoured():
+    h = clean_history()
+    b3 = h.acquire("w2.1", "r1", 400, 3)
+    h.release("w2.1", b3, 402)
+    h.acquire("w2.1", "r1", 410, None, outcome="fail", intent="reacquire")
+    v = run_check(h)
+    assert any("released" in s for s in statements(v, "ttl-honoured")), v.violations

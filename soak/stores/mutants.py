@@ -321,6 +321,20 @@ class BlobDeleteLeaseRun(SqliteStore):
         self.transcripts = _LeaseRunBlobs(self)
 
 
+class AcquireReentrant(SqliteStore):
+    """Acquire by the live holder of a run is granted (a new epoch), as if a holder could not block itself."""
+
+    def acquire(self, run_id: str, owner: str) -> Lease:
+        with self._tx() as conn:
+            row = self._tenure(conn, run_id)
+            if row is not None and row[0] == owner and self._holder(run_id, row, self._clock()) is not None:
+                lease = Lease(run_id, owner, row[1] + 1)
+                conn.execute("UPDATE leases SET epoch = ?, expires_at = ? WHERE run_id = ?",
+                             (lease.epoch, self._clock() + self._ttl_s(), run_id))
+                return lease
+        return super().acquire(run_id, owner)
+
+
 @dataclass(frozen=True)
 class Mutant:
     name: str
@@ -363,6 +377,8 @@ MUTANTS: dict[str, Mutant] = {
                "the fence ignores the released mark until the ttl runs out"),
         Mutant("blob-delete-lease-run", BlobDeleteLeaseRun, "run-match",
                "a blob delete is fenced by the lease's run, not the ref's"),
+        Mutant("acquire-reentrant", AcquireReentrant, "lease-exclusive",
+               "the live holder's own acquire is granted a new epoch"),
     )
 }
 

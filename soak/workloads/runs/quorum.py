@@ -208,7 +208,8 @@ _EXERCISES: dict[str, tuple[tuple[Any, ...], ...]] = {
     "journal-a3": (("load", "live", "ok", None, None),),
     "journal-a4": (("append", None, "ok", None, False), ("put_meta", None, "ok", None, False),
                    ("blob_put", None, "ok", None, False)),
-    "journal-a5": (("append", "order", "fail", "JournalOrderError", False),),
+    "journal-a5": (("append", "order", "fail", "JournalOrderError", False),
+                   ("append", "live", "fail", "JournalOrderError", False)),  # order probes recorded before `order`
     "meta-last-write": (("put_meta", None, "ok", None, False),),
     "blob-semantics": (("blob_put", None, "ok", None, False), ("blob_delete", None, "ok", None, False)),
     "delete-semantics": (("delete", "side", "ok", None, False),),

@@ -39,7 +39,7 @@ def run_worker(ctx: WorkerContext) -> None:
 CROSS_RUN = "xr"
 #: A run nobody leases: the unleased probes write to it without a lease (`unleased-passthrough`).
 UNLEASED_RUN = "ul"
-#: The surfaces a lease is presented on by `present`, in order (a release last: it may end a tenure).
+#: The mutations a cross-run probe turns through, and the unleased probe makes in this order.
 _MUTATION_KINDS = ("append", "put_meta", "blob_put", "blob_delete", "delete")
 #: The coverage probes a live tenure's `probe` mix key turns through.
 _PROBES = ("impostor", "future", "unleased", "reentrant")

@@ -75,3 +75,19 @@ def test_a_smoke_storm_on_sqlite_exercises_every_cell_and_passes(tmp_path):
     assert not missed and len(coverage) == len(CELLS) + len(UNREACHABLE)
     verdict = check_run(run_dir)
     assert verdict.result == "pass", verdict.violations[:3]
+
+
+def test_the_table_renders_for_the_report_and_certify():
+    from soak.report import coverage_html, coverage_lines
+
+    counts = {c.key: 2 for c in CELLS}
+    counts[CELLS[5].key] = 0
+    rows = table(counts)
+    lines = coverage_lines(rows)
+    assert lines[0] == f"probe coverage: {len(CELLS) - 1} of {len(CELLS)} cells exercised (1 never, marked !)"
+    assert any(line.split()[0] == "acquire" for line in lines[1:])
+    assert f"{CELLS[5].relation} 0!" in " ".join(lines)
+    assert sum(line.strip().startswith("unreachable ") for line in lines) == len(UNREACHABLE)
+    html = coverage_html(rows)
+    assert "Probe coverage" in html and f"Not exercised: {CELLS[5].name}." in html and "unreachable" in html
+    assert coverage_html(None) == "" and coverage_html([]) == ""

@@ -441,9 +441,17 @@ class _Worker:
         """The next coverage probe beside the live `lease`: a forged lease on every surface of its run (another
         owner with its epoch; its owner with an epoch never issued), writes without a lease to the run nobody
         leases, or an acquire of the run it holds. Every fenced call must be refused, every unleased one accepted.
-        True when the tenure is lost (a store granted the held run again)."""
-        i = self.turn["probe"] = (self.turn["probe"] + 1) % len(_PROBES)
+        The tenure is renewed first, so that the forged leases meet a tenure surely live (a store that lets them in
+        only then shows it). True when the tenure is lost (the renew refused, or a store granted the held run
+        again)."""
+        i = (self.turn["probe"] + 1) % len(_PROBES)
         kind = _PROBES[i]
+        if kind != "unleased":
+            out = self.renew(lease, "live")
+            if not out.ok:
+                return out.refused(LeaseHeldError)  # the same probe comes next time
+            self.publish(lease)
+        self.turn["probe"] = i
         if kind == "impostor":
             self.present(Lease(lease.run_id, f"{self.owner}~impostor", lease.epoch), "impostor")
         elif kind == "future":

@@ -9,6 +9,7 @@ from typing import Any
 
 from soak.certify._plan import FAIL, SUITES
 from soak.certify._sources import one_line
+from soak.report import coverage_html, coverage_lines
 
 __all__ = ["render_html", "render_summary", "render_table"]
 
@@ -168,6 +169,7 @@ is what the store chose; not-exercised: no suite exercised it (why below); -: th
 <table><tr><th>clause</th><th>result</th><th>sources</th></tr>{''.join(details)}</table>
 <h2>Suites</h2>
 <table><tr><th>suite</th><th>result</th><th>details</th></tr>{comp_rows}</table>
+{coverage_html(cert["components"].get("storm", {}).get("coverage"))}
 <h2>Environment</h2>
 <table>{env_rows}</table>
 </body></html>
@@ -195,6 +197,9 @@ def render_summary(cert: dict[str, Any]) -> str:
     for clause in cert.get("optional_not_exercised", []):
         lines.append(f"  not exercised {clause} (not required): "
                      f"{one_line(cert['clauses'][clause].get('reason', ''), 300)}")
+    coverage = cert["components"].get("storm", {}).get("coverage")
+    if coverage:
+        lines += ["storm " + line if i == 0 else line for i, line in enumerate(coverage_lines(coverage))]
     busy = [f"{name} {comp['busy']}" for name, comp in cert["components"].items() if comp.get("busy")]
     busy.append(f"certify's own probe {cert['injectable_clock']['busy']}")
     lines.append("busy: " + "; ".join(busy))

@@ -7,6 +7,7 @@ seeds. `probe_clock` is certify's own look at the store's injectable-clock decla
 
 from __future__ import annotations
 
+import json
 import shutil
 import tempfile
 import time
@@ -155,6 +156,15 @@ def boot(target: StoreTarget, plan: Plan, say: Callable[[str], None]) -> tuple[d
     return component, boot_sources(boot)
 
 
+def _storm_coverage(storm_dir: Path) -> list[dict[str, Any]]:
+    """The storm's probe coverage table from its `storm.json` (empty: the workload keeps none, or it is unreadable)."""
+    try:
+        rows = json.loads((storm_dir / "storm.json").read_text(encoding="utf-8")).get("coverage")
+    except (OSError, ValueError):
+        return []
+    return rows if isinstance(rows, list) else []
+
+
 def storm(target: StoreTarget, plan: Plan | ClaimsPlan, storm_dir: Path, seed: int | None, time_bound_s: float | None,
           claimed: list[str], say: Callable[[str], None],
           progress: bool, expected: list[str] | None = None) -> tuple[dict[str, Any], Any, Any, dict[str, Any]]:
@@ -199,6 +209,9 @@ def storm(target: StoreTarget, plan: Plan | ClaimsPlan, storm_dir: Path, seed: i
         "report": f"{STORM_DIR}/report.html" if (storm_dir / "report.html").is_file() else None,
         "report_error": report_error, "elapsed_s": round(time.monotonic() - t0, 2),
     }
+    coverage = _storm_coverage(storm_dir)
+    if coverage:
+        component["coverage"] = coverage
     if "busy" in stats:
         component["busy"] = busy_line(stats["busy"])
     say(f"storm: {info.status}, verdict {vresult} ({time.monotonic() - t0:.1f} s)")

@@ -137,23 +137,30 @@ def check_stale_rejected(ctx: Ctx) -> None:
     s = ctx.open()
     for surface in mutations(s):
         with ctx.sub(f"stale-{surface}"):
-            for how in ("superseded", "released"):
+            for how in ("superseded", "released", "forged"):
                 run = f"r-{surface}-{how}"
                 a = call(lambda: s.acquire(run, "a"), "acquire by a")
                 fill(s, run, a)
+                presented = {how: a}
                 if how == "superseded":
                     ctx.advance(ctx.ttl * 1.2)
                     b = call(lambda: s.acquire(run, "b"), "acquire by b after a expired")
                     holder_lease = b
-                else:
+                elif how == "released":
                     call(lambda: s.release(a), "release by a")
                     holder_lease = None
-                before = snapshot(s, [run])
-                refused(lambda: mutations(s)[surface](run, a), f"{surface} under a {how} lease")
-                unchanged(s, [run], before, f"{surface} under a {how} lease")
+                else:  # a's tenure live: its epoch under another owner, its owner with an epoch never issued
+                    presented = {"an impostor": Lease(run, "b", a.epoch),
+                                 "a never-issued": Lease(run, "a", a.epoch + 1)}
+                    holder_lease = a
+                for what, lease in presented.items():
+                    before = snapshot(s, [run])
+                    article = "" if how == "forged" else "a "
+                    refused(lambda: mutations(s)[surface](run, lease), f"{surface} under {article}{what} lease {lease}")
+                    unchanged(s, [run], before, f"{surface} under {article}{what} lease")
                 if holder_lease is not None:
-                    call(lambda: s.release(holder_lease), "release by the successor")
-            ctx.note(f"{surface} under a superseded or released lease refused, nothing mutated")
+                    call(lambda: s.release(holder_lease), "release by the holder")
+            ctx.note(f"{surface} under a superseded, released, impostor or never-issued lease refused, nothing mutated")
 
 
 def check_run_match(ctx: Ctx) -> None:

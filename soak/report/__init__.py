@@ -16,7 +16,7 @@ from soak.clauses import clause_title
 from soak.report.data import RunData, Section, load_run_data
 from soak.report.junit import junit_xml
 
-__all__ = ["build_report", "configure_parser", "run_cli"]
+__all__ = ["build_report", "configure_parser", "coverage_html", "coverage_lines", "run_cli"]
 
 _CSS = """
 body{font-family:system-ui,sans-serif;margin:2em;max-width:1300px;color:#222}
@@ -85,6 +85,41 @@ def _sections_html(sections: tuple[Section, ...]) -> str:
     return "".join(parts)
 
 
+def coverage_html(rows: list[dict[str, Any]] | None) -> str:
+    """The probe coverage table of `storm.json` as HTML (a workload without one shows nothing)."""
+    if not rows:
+        return ""
+    shown = [{**r, "exercised": "unreachable" if r.get("exercised") is None else r["exercised"],
+              "why": r.get("why", "")} for r in rows]
+    missed = [r["cell"] for r in rows if r.get("exercised") == 0]
+    note = (f"<p>Not exercised: {_esc(', '.join(missed))}.</p>" if missed else
+            "<p>Every reachable cell was exercised; each unreachable one says why.</p>")
+    return ("<h2>Probe coverage</h2><p>Each fenced surface under each relation of the lease presented to the "
+            "store's state, the clause it tests and the answer it expects (docs/coverage.md).</p>" + note
+            + _table(shown, ["cell", "clause", "expected", "exercised", "why"]))
+
+
+def coverage_lines(rows: list[dict[str, Any]]) -> list[str]:
+    """The coverage table as text, one line per surface (`relation count`, `!` marking a cell never exercised),
+    then one line per unreachable cell with why."""
+    by_surface: dict[str, list[str]] = {}
+    unreachable = []
+    for r in rows:
+        surface, _, relation = str(r["cell"]).partition(".")
+        if r.get("exercised") is None:
+            unreachable.append(f"unreachable {r['cell']} ({r['clause']}): {r.get('why', '')}")
+            continue
+        mark = "!" if not r["exercised"] else ""
+        by_surface.setdefault(surface, []).append(f"{relation} {r['exercised']}{mark}")
+    missed = sum(1 for r in rows if r.get("exercised") == 0)
+    reached = sum(1 for r in rows if r.get("exercised") is not None)
+    head = f"probe coverage: {reached - missed} of {reached} cells exercised" + (
+        f" ({missed} never, marked !)" if missed else "")
+    width = max((len(s) for s in by_surface), default=0)
+    return [head, *(f"  {s.ljust(width)}  {', '.join(cells)}" for s, cells in by_surface.items()),
+            *(f"  {u}" for u in unreachable)]
+
+
 def render_html(data: RunData, images: dict[str, bytes]) -> str:
     from soak.report.plots import latency_table  # matplotlib: imported only when a report is built
 
@@ -130,6 +165,7 @@ def render_html(data: RunData, images: dict[str, bytes]) -> str:
 {_table(latency_table(data), ["surface", "n", "p50", "p90", "p99", "max"])}
 <h2>Quorum</h2>
 {_table(quorum_rows, ["item", "target", "reached"]) if quorum_rows else "<p>No quorum recorded.</p>"}
+{coverage_html(data.storm.get("coverage"))}
 <h2>Workers</h2>
 {_img(images["workers"], "per-worker progress")}
 {_table(data.per_worker(), ["process", "ok", "fail", "info", "worst_ms"])}

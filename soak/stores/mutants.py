@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 from soak.spi import JournalEntry, Lease, LeaseHeldError, RunMeta
-from soak.stores.sqlite import SqliteStore, _SqliteBlobs
+from soak.stores.sqlite import SqliteStore, _pin_args, _SqliteBlobs
 
 __all__ = ["MUTANTS", "Mutant", "open_mutant"]
 
@@ -237,6 +237,104 @@ class LongTtl(SqliteStore):
         return self.lease_ttl_ms * 4 / 1000.0
 
 
+# -- mutants breaking one relation of the probe coverage table (soak.workloads.runs.coverage) ------------------
+
+_PIN_EPOCH = "EXISTS (SELECT 1 FROM leases WHERE run_id = ? AND epoch = ? AND released = 0)"
+_PIN_AHEAD = "EXISTS (SELECT 1 FROM leases WHERE run_id = ? AND owner = ? AND epoch <= ? AND released = 0)"
+_PIN_UNRELEASED = "EXISTS (SELECT 1 FROM leases WHERE run_id = ? AND owner = ? AND epoch = ?)"
+
+
+class EpochOnlyFence(SqliteStore):
+    """The fence compares the epoch alone: another owner presenting the live tenure's epoch may write (an
+    impostor). Renew and release still pin the owner."""
+
+    def _check(self, conn, run_id, lease, now, *, allow_expired: bool = False):
+        row = self._tenure(conn, run_id)
+        if row is not None and lease.run_id == run_id and lease.epoch == row[1]:
+            lease = Lease(lease.run_id, row[0], lease.epoch)
+        super()._check(conn, run_id, lease, now, allow_expired=allow_expired)
+
+    @staticmethod
+    def _guard(lease: Lease | None) -> tuple[str, tuple]:
+        return ("1", ()) if lease is None else (_PIN_EPOCH, (lease.run_id, lease.epoch))
+
+
+class FutureEpochAccepted(SqliteStore):
+    """The fence refuses only epochs below the current one: the holder presenting an epoch never issued may
+    write. Renew and release still pin the epoch."""
+
+    def _check(self, conn, run_id, lease, now, *, allow_expired: bool = False):
+        row = self._tenure(conn, run_id)
+        if row is not None and lease.run_id == run_id and lease.owner == row[0] and lease.epoch > row[1]:
+            lease = Lease(lease.run_id, lease.owner, row[1])
+        super()._check(conn, run_id, lease, now, allow_expired=allow_expired)
+
+    @staticmethod
+    def _guard(lease: Lease | None) -> tuple[str, tuple]:
+        return ("1", ()) if lease is None else (_PIN_AHEAD, (lease.run_id, lease.owner, lease.epoch))
+
+
+class RenewRevivesReleased(SqliteStore):
+    """A renew under a released tenure that nobody superseded revives it (un-released, a fresh expiry)."""
+
+    def renew(self, lease: Lease) -> Lease:
+        with self._tx() as conn:
+            row = self._tenure(conn, lease.run_id)
+            if row is not None and row[3] and (row[0], row[1]) == (lease.owner, lease.epoch):
+                conn.execute("UPDATE leases SET released = 0, expires_at = ? WHERE run_id = ?",
+                             (self._clock() + self._ttl_s(), lease.run_id))
+                return lease
+        return super().renew(lease)
+
+
+class ReleasedStillWrites(SqliteStore):
+    """The fence ignores the released mark: a released tenure's holder may write until its ttl runs out.
+    Renew and release still require an unreleased tenure."""
+
+    def _check(self, conn, run_id, lease, now, *, allow_expired: bool = False):
+        row = self._tenure(conn, run_id)
+        if lease.run_id == run_id and row is not None and row[3] and (row[0], row[1]) == (lease.owner, lease.epoch):
+            if now >= row[2]:
+                raise LeaseHeldError(run_id, None, f"lease {lease} has expired")
+            return
+        super()._check(conn, run_id, lease, now, allow_expired=allow_expired)
+
+    @staticmethod
+    def _guard(lease: Lease | None) -> tuple[str, tuple]:
+        return ("1", ()) if lease is None else (_PIN_UNRELEASED, _pin_args(lease))
+
+
+class _LeaseRunBlobs(_SqliteBlobs):
+    def delete(self, ref: str, lease: Lease | None = None) -> None:
+        if lease is None:
+            return super().delete(ref, None)
+        with self._store._fenced(lease.run_id, lease) as conn:  # the lease's run, not the ref's
+            pin, args = self._store._guard(lease)
+            conn.execute("DELETE FROM blobs WHERE ref = ? AND " + pin, (ref, *args))
+
+
+class BlobDeleteLeaseRun(SqliteStore):
+    """A blob delete fenced by the lease's run instead of the run its ref names."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.transcripts = _LeaseRunBlobs(self)
+
+
+class AcquireReentrant(SqliteStore):
+    """Acquire by the live holder of a run is granted (a new epoch), as if a holder could not block itself."""
+
+    def acquire(self, run_id: str, owner: str) -> Lease:
+        with self._tx() as conn:
+            row = self._tenure(conn, run_id)
+            if row is not None and row[0] == owner and self._holder(run_id, row, self._clock()) is not None:
+                lease = Lease(run_id, owner, row[1] + 1)
+                conn.execute("UPDATE leases SET epoch = ?, expires_at = ? WHERE run_id = ?",
+                             (lease.epoch, self._clock() + self._ttl_s(), run_id))
+                return lease
+        return super().acquire(run_id, owner)
+
+
 @dataclass(frozen=True)
 class Mutant:
     name: str
@@ -269,6 +367,18 @@ MUTANTS: dict[str, Mutant] = {
         Mutant("altered-blob", AlteredBlob, "journal-a4", "blob bytes are transcoded through UTF-8"),
         Mutant("short-ttl", ShortTtl, "live-accepted", "tenures expire at a third of the ttl"),
         Mutant("long-ttl", LongTtl, "ttl-honoured", "tenures last four times the ttl"),
+        Mutant("impostor-epoch", EpochOnlyFence, "stale-rejected",
+               "the fence compares the epoch alone: another owner with the live epoch may write"),
+        Mutant("future-epoch", FutureEpochAccepted, "stale-rejected",
+               "the fence refuses only lower epochs: the holder may write under an epoch never issued"),
+        Mutant("renew-revives", RenewRevivesReleased, "stale-lease-ops",
+               "a renew under a released, unsuperseded tenure revives it"),
+        Mutant("released-writes", ReleasedStillWrites, "stale-rejected",
+               "the fence ignores the released mark until the ttl runs out"),
+        Mutant("blob-delete-lease-run", BlobDeleteLeaseRun, "run-match",
+               "a blob delete is fenced by the lease's run, not the ref's"),
+        Mutant("acquire-reentrant", AcquireReentrant, "lease-exclusive",
+               "the live holder's own acquire is granted a new epoch"),
     )
 }
 

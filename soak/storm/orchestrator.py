@@ -540,6 +540,9 @@ class _Storm:
             running_s = (self.stopped_ns - (self.go_ns or start)) / 1e9
             extra["running_s"] = round(running_s, 3)
             extra.update(rates(self.sc, extra["counts"], running_s))
+        coverage = getattr(self.workload, "coverage", None)  # a workload's probe coverage table, where it has one
+        if coverage is not None:
+            extra["coverage"] = coverage(extra["counts"])
         extra["suspects"] = len(self.quorum.suspects)
         extra["first_suspects"] = self.quorum.suspects[:20]
         extra["boot_failures"] = self.quorum.boot_failures[:20]

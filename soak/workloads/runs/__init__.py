@@ -16,6 +16,7 @@ from soak.spi import Lease, LeaseHeldError
 from soak.workloads.runs.options import (
     DEFAULT_QUORUM, QUORUM_KEYS, SCHEMA, TABLES, RunsOptions, check_options,
 )
+from soak.workloads.runs.coverage import table as coverage_table
 from soak.workloads.runs.quorum import RunsCounter, exercised, takeover_rates
 from soak.workloads.runs.report import report_tenures
 from soak.workloads.runs.worker import CROSS_RUN, run_worker
@@ -127,6 +128,11 @@ class RunsWorkload:
         """Takeovers per second, and that over the physical limit R/T: with R main runs and a ttl T, takeovers
         driven by expiry cannot exceed R/T per second (one per run per ttl)."""
         return takeover_rates(counts.get("takeovers", 0), running_s, scenario.options.runs, scenario.lease_ttl_ms)
+
+    @staticmethod
+    def coverage(counts: dict[str, int]) -> list[dict[str, Any]]:
+        """The probe coverage table from the quorum counts (`soak.workloads.runs.coverage.table`)."""
+        return coverage_table(counts)
 
     @staticmethod
     def exercised(facts: Any, strikes_held: int = 0) -> dict[str, int]:

@@ -11,6 +11,7 @@ from typing import Any
 
 from soak.errors import ScenarioError
 from soak.scenario import int_key, number_key
+from soak.workloads.runs.coverage import COVER_KEYS
 
 __all__ = ["ACCEPT_SURFACES", "MIX_KEYS", "QUORUM_KEYS", "RunsOptions", "SCHEMA", "STALE_SURFACES", "TABLES",
            "check_options"]
@@ -32,20 +33,24 @@ QUORUM_KEYS: tuple[str, ...] = (
     "deletion_cycles",
     "cross_refusals",
     "stalls",
+    *COVER_KEYS,
 )
 
 #: The weights of one live tenure's operation mix.
 #: `order_probe` is an append at or below the fresh tail under the live lease: the order guard
 #: (JournalOrderError) must refuse it, which appends at tail + 1 alone never exercise.
 #: `read` reads back the journal tail, meta and a blob of the run mid-tenure (evidence for the checker).
+#: `probe` presents forged leases beside the live one (another owner's, a never-issued epoch), writes
+#: without a lease to a run nobody leases, or asks for the held run again (`soak.workloads.runs.coverage`).
 MIX_KEYS: tuple[str, ...] = (
     "append", "put_meta", "blob_put", "blob_delete", "renew", "side_cycle", "cross", "order_probe", "read",
-    "edge",
+    "edge", "probe",
 )
 
 # The smoke preset's mix and quorum (soak/scenarios/smoke.toml spells the same; a test holds them equal)
 _DEFAULT_MIX = {"append": 30.0, "put_meta": 20.0, "blob_put": 15.0, "blob_delete": 10.0, "renew": 8.0,
-                "side_cycle": 10.0, "cross": 7.0, "order_probe": 3.0, "read": 10.0, "edge": 8.0}
+                "side_cycle": 10.0, "cross": 7.0, "order_probe": 3.0, "read": 10.0, "edge": 8.0,
+                "probe": 4.0}
 DEFAULT_QUORUM = {
     "takeovers": 40, "stale_refusals": 100,
     "stale_append": 10, "stale_put_meta": 10, "stale_blob_put": 10, "stale_blob_delete": 10, "stale_delete": 10,
@@ -53,6 +58,8 @@ DEFAULT_QUORUM = {
     "accepted_append": 50, "accepted_put_meta": 30, "accepted_blob_put": 20, "accepted_blob_delete": 10,
     "accepted_renew": 10,
     "deletion_cycles": 10, "cross_refusals": 10, "stalls": 10, "pauses": 5, "pauses_in_call": 1, "kills": 2,
+    # every cell of the probe coverage table at least once (`soak.workloads.runs.coverage`)
+    **dict.fromkeys(COVER_KEYS, 1),
 }
 
 
@@ -74,6 +81,12 @@ class RunsOptions:
     # also the chance an `edge` write of the mix is struck. Tenures end with a stall
     # (stall_prob), a strike (strike_prob) or else a release.
     strike_prob: float = 0.55
+    # the share of released tenures whose released lease is then presented on every surface, the run
+    # acquired again at once, and the released lease presented again (now superseded)
+    released_probe_prob: float = 0.5
+    # the share of tenures that begin by presenting the worker's latest ended tenure of the run (superseded
+    # by the new grant) on every surface
+    past_probe_prob: float = 0.3
     #: a weight for every `MIX_KEYS` key (one left out is 0)
     mix: dict[str, float] = field(default_factory=lambda: dict(_DEFAULT_MIX))
 
@@ -100,6 +113,8 @@ SCHEMA: dict[str, tuple[Any, str]] = {
     "stall_prob": number_key(0, 1),
     "stall_factor": number_key(1, open_lo=True),
     "strike_prob": number_key(0, 1),
+    "released_probe_prob": number_key(0, 1),
+    "past_probe_prob": number_key(0, 1),
 }
 #: table -> (its keys, the check of a value, what a value accepts)
 TABLES: dict[str, tuple[tuple[str, ...], Any, str]] = {

@@ -1,7 +1,8 @@
 """What the runs workload's quorum counts, the tailer's suspect rules, and what its storms exercise of each clause.
 
 Counters: takeovers, accepted writes and typed stale refusals per surface, deletion cycles, cross-run refusals
-(and the stalls its workers record). Suspects: operations the worker believed stale or cross-run (intent `stale`
+(and the stalls its workers record), and one per cell of the probe coverage table (`cover_<cell>`,
+`soak.workloads.runs.coverage`). Suspects: operations the worker believed stale or cross-run (intent `stale`
 or `cross`) that the store nevertheless accepted, or answered with an untyped error. A suspect is a hint, never a
 verdict. A lease accepted on another run counts at once. An operation under a lease of its own run counts only
 once the tailer has seen a later epoch of that run granted (completed) before the operation was invoked, the
@@ -17,12 +18,14 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
+from soak.workloads.runs.coverage import cell_of, derived
 from soak.workloads.runs.options import ACCEPT_SURFACES, STALE_SURFACES
 
 __all__ = ["RunsCounter", "SUSPECT_INTENTS", "exercised", "takeover_rates"]
 
-#: Intents under which the worker expects a typed refusal.
-SUSPECT_INTENTS = frozenset({"stale", "cross"})
+#: Intents under which the worker expects a typed refusal (the forged and dead leases of the coverage probes).
+SUSPECT_INTENTS = frozenset({"stale", "cross", "superseded", "released", "released_superseded", "impostor",
+                             "future"})
 #: How long (monotonic ns) an accepted stale operation waits for a grant line that supersedes it.
 _CANDIDATE_WINDOW_NS = 5_000_000_000
 #: How far past a refused acquire the tailer reads before judging it (renews invoked before it are seen).
@@ -69,6 +72,9 @@ class RunsCounter:
     def add(self, key: tuple[str, str, str, str | None, bool], n: int = 1) -> None:
         """`n` operations of one kind: (surface, intent, outcome, error class, lease of another run)."""
         f, intent, t, err, cross = key
+        cell = cell_of(key)
+        if cell is not None:
+            self.c[cell.key] += n
         if t == "ok":
             if f == "acquire":
                 self.c["grants"] += n
@@ -175,22 +181,26 @@ class RunsCounter:
     def counts(self) -> dict[str, int]:
         out = dict(self.c)
         out["takeovers"] = self.takeovers()
+        out.update(derived(out, self.granted))
         return out
 
 
+#: The intents of a lease the store must refuse on its own run (a dead, superseded, released or forged one).
+_FORGED = ("stale", "superseded", "released", "released_superseded", "impostor", "future")
 #: clause -> the kinds of operation that exercise it in this workload's storms: (surface, intent, outcome,
 #: error class, lease of another run) with None for any value. A clause is exercised by the storm when some
 #: recorded operation matches (`exercised`); the certificate shows the counts.
 _EXERCISES: dict[str, tuple[tuple[Any, ...], ...]] = {
     "lease-exclusive": (("acquire", None, "ok", None, None), ("acquire", None, "fail", "LeaseHeldError", None)),
-    "stale-lease-ops": (("renew", "stale", None, None, False), ("release", "stale", None, None, False)),
-    "stale-rejected": tuple((f, "stale", None, None, False) for f in ("append", "put_meta", "delete", "blob_put",
-                                                                       "blob_delete")),
+    "stale-lease-ops": tuple((f, i, None, None, False) for f in ("renew", "release") for i in _FORGED),
+    "stale-rejected": tuple((f, i, None, None, False) for f in ("append", "put_meta", "delete", "blob_put",
+                                                                 "blob_delete") for i in _FORGED),
     "run-match": ((None, "cross", None, None, True), (None, "stale", None, None, True)),
     "epoch-monotonic": (("acquire", None, "ok", None, None),),
     "live-accepted": tuple((f, "live", "ok", None, False) for f in ("append", "put_meta", "blob_put", "blob_delete",
                                                                      "renew", "release")),
     "ttl-honoured": (("acquire", None, "ok", None, None),),
+    "unleased-passthrough": ((None, "unleased", "ok", None, False),),
     "typed-refusal": ((None, None, "fail", None, None),),
     "concurrent-boot": (("open", None, None, None, None),),
     "journal-a1": (("append", None, "ok", None, False),),
@@ -198,7 +208,8 @@ _EXERCISES: dict[str, tuple[tuple[Any, ...], ...]] = {
     "journal-a3": (("load", "live", "ok", None, None),),
     "journal-a4": (("append", None, "ok", None, False), ("put_meta", None, "ok", None, False),
                    ("blob_put", None, "ok", None, False)),
-    "journal-a5": (("append", "live", "fail", "JournalOrderError", False),),
+    "journal-a5": (("append", "order", "fail", "JournalOrderError", False),
+                   ("append", "live", "fail", "JournalOrderError", False)),  # order probes recorded before `order`
     "meta-last-write": (("put_meta", None, "ok", None, False),),
     "blob-semantics": (("blob_put", None, "ok", None, False), ("blob_delete", None, "ok", None, False)),
     "delete-semantics": (("delete", "side", "ok", None, False),),
@@ -210,8 +221,8 @@ _EXERCISES: dict[str, tuple[tuple[Any, ...], ...]] = {
 def exercised(hist: dict[tuple[Any, ...], int], strikes_held: int = 0) -> dict[str, int]:
     """clause -> how many recorded operations exercised it (`atomic-fence`: the strikes held inside a call).
 
-    The storm never writes without a lease (`unleased-passthrough`), judges expiry only by real time
-    (`store-clock`) and leaves `expired-unsuperseded` to the store's choice: those are not exercised here."""
+    The storm judges expiry only by real time (`store-clock`) and leaves `expired-unsuperseded` to the store's
+    choice: those are not exercised here (`soak.workloads.runs.coverage.UNREACHABLE` says why)."""
     out: dict[str, int] = {}
     for clause, patterns in _EXERCISES.items():
         n = 0

@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
+from soak.workloads.runs.quorum import SUSPECT_INTENTS
+
 __all__ = ["report_tenures"]
 
 
@@ -29,7 +31,7 @@ def report_tenures(ops: list[Any], t1: int) -> list[Any]:
         if op.f == "release" and op.outcome == "ok":
             grants[key].end_ns = end
             grants[key].ended = "released"
-        elif op.intent != "stale":
+        elif op.intent not in SUSPECT_INTENTS:  # dead and forged leases presented by probes are not uses
             last_use[key] = max(last_use.get(key, 0), end)
     by_run: dict[str, list[Tenure]] = defaultdict(list)
     for t in grants.values():

@@ -12,7 +12,13 @@ the mix repeats it at random points: each read records the tenure it was made un
 (`{"tenure": [run, owner, epoch]}`) and what it saw (`tail_tag` / `tag`), so the checker can hold
 reads to the epoch-ordered serial history (a late stale write shows up there). After a stall or a refusal of the live lease, the dead lease is swept over
 every surface (append, meta, blob put, blob delete, run delete, renew, cross-run use, release):
-each must be refused typed. Invoke values follow the storm/checker interface in `soak.history`.
+each must be refused typed. The coverage probes (`soak.workloads.runs.coverage`) present the other leases the
+contract tells apart on every surface: the worker's own earlier tenure of the run it holds again (`superseded`,
+`released_superseded`), a lease it released a moment ago (`released`), the live tenure's epoch under another
+owner (`impostor`), an epoch never issued (`future`), writes without a lease to a run nobody leases (`unleased`),
+an acquire of the run it holds (`reentrant`), the run acquired again at once after a release (`reacquire`) and a
+side run acquired again after its deletion (`after_delete`). Invoke values follow the storm/checker interface in
+`soak.history`.
 """
 
 from __future__ import annotations
@@ -24,7 +30,7 @@ from soak.history import payload_for, tag_of
 from soak.spi import RUN_STATUSES, JournalEntry, Lease, LeaseHeldError, RunMeta
 from soak.workloads.context import Outcome, WorkerContext
 
-__all__ = ["CROSS_RUN", "run_worker"]
+__all__ = ["CROSS_RUN", "UNLEASED_RUN", "run_worker"]
 
 
 def run_worker(ctx: WorkerContext) -> None:
@@ -34,6 +40,12 @@ def run_worker(ctx: WorkerContext) -> None:
 
 #: A run no tenure ever acquires: every write to it came through a cross-run probe.
 CROSS_RUN = "xr"
+#: A run nobody leases: the unleased probes write to it without a lease (`unleased-passthrough`).
+UNLEASED_RUN = "ul"
+#: The mutations a cross-run probe turns through, and the unleased probe makes in this order.
+_MUTATION_KINDS = ("append", "put_meta", "blob_put", "blob_delete", "delete")
+#: The coverage probes a live tenure's `probe` mix key turns through.
+_PROBES = ("impostor", "future", "unleased", "reentrant")
 
 
 def _altered(payload: bytes, tag: str | None) -> bool:
@@ -80,6 +92,11 @@ class _Worker:
         self.mix_weights = [self.opt.mix[k] for k in self.mix_keys]
         self.expires = 0  # the expiry this worker last noted on the board
         self.due: list[tuple[float, Lease, int]] = []  # sweeps due once a stall is over: (monotonic s, dead lease, its expiry on the board)
+        # coverage probes: per run, the worker's latest ended tenure and whether it released it; the side runs it
+        # deleted; turns through the probes and the cross-run surfaces (every one reached in every storm)
+        self.past: dict[str, tuple[Lease, bool]] = {}
+        self.deleted: set[str] = set()
+        self.turn = {"probe": self.rng.randrange(len(_PROBES)), "cross": self.rng.randrange(len(_MUTATION_KINDS))}
 
     # -- building blocks ------------------------------------------------------------------
 
@@ -125,12 +142,12 @@ class _Worker:
             self.blob_get(ref, intent, lease)
         return tail
 
-    def append(self, run: str, lease: Lease, intent: str, seq: int) -> Outcome:
+    def append(self, run: str, lease: Lease | None, intent: str, seq: int) -> Outcome:
         def build(tag: str, payload: bytes, c: int):
             return {"seq": seq, "tag": tag, "c": c}, lambda: self.store.append(run, JournalEntry(seq, payload), lease)
         return self.ctx.mutation("append", run, lease, intent, build)
 
-    def put_meta(self, run: str, lease: Lease, intent: str) -> Outcome:
+    def put_meta(self, run: str, lease: Lease | None, intent: str) -> Outcome:
         status = self.rng.choice(RUN_STATUSES)
 
         def build(tag: str, payload: bytes, c: int):
@@ -145,21 +162,21 @@ class _Worker:
     def blob_ref(self, run: str) -> str:
         return f"{run}/b{self.rng.randrange(self.opt.blob_names)}"
 
-    def blob_put(self, ref: str, lease: Lease, intent: str) -> Outcome:
+    def blob_put(self, ref: str, lease: Lease | None, intent: str) -> Outcome:
         run = ref.partition("/")[0]
 
         def build(tag: str, payload: bytes, c: int):
             return {"ref": ref, "tag": tag, "c": c}, lambda: self.store.transcripts.put(ref, payload, lease)
         return self.ctx.mutation("blob_put", run, lease, intent, build)
 
-    def blob_delete(self, ref: str, lease: Lease, intent: str) -> Outcome:
+    def blob_delete(self, ref: str, lease: Lease | None, intent: str) -> Outcome:
         run = ref.partition("/")[0]
 
         def build(tag: str, payload: bytes, c: int):
             return {"ref": ref, "c": c}, lambda: self.store.transcripts.delete(ref, lease)
         return self.ctx.mutation("blob_delete", run, lease, intent, build)
 
-    def delete(self, run: str, lease: Lease, intent: str) -> Outcome:
+    def delete(self, run: str, lease: Lease | None, intent: str) -> Outcome:
         def build(tag: str, payload: bytes, c: int):
             return {"c": c}, lambda: self.store.delete(run, lease)
         return self.ctx.mutation("delete", run, lease, intent, build)
@@ -168,11 +185,36 @@ class _Worker:
         return self.ctx.retrying("renew", lease.run_id, lease, intent, {}, lambda: self.store.renew(lease))
 
     def release(self, lease: Lease, intent: str) -> Outcome:
-        return self.ctx.retrying("release", lease.run_id, lease, intent, {}, lambda: self.store.release(lease))
+        out = self.ctx.retrying("release", lease.run_id, lease, intent, {}, lambda: self.store.release(lease))
+        if out.ok and intent in ("live", "side", "reacquire"):
+            self.remember(lease, released=True)
+        return out
+
+    def remember(self, lease: Lease, released: bool = False) -> None:
+        """Note `lease` as the worker's latest ended tenure of its run (a superseded probe presents it later)."""
+        prev = self.past.get(lease.run_id)
+        if prev is None or prev[0].epoch < lease.epoch or (prev[0] == lease and released):
+            self.past[lease.run_id] = (lease, released)
 
     def write_to(self, run: str, lease: Lease, intent: str) -> Outcome | None:
-        """One random write (append at the fresh tail + 1, meta or blob put) to `run` under `lease`."""
-        return self.write(self.rng.choice(("append", "put_meta", "blob_put")), run, lease, intent, None)[0]
+        """One mutation of `run` under `lease` (a lease of another run): append at the fresh tail + 1, meta, blob
+        put, blob delete or run delete, turning through them so that each is presented in every storm."""
+        i = self.turn["cross"] = (self.turn["cross"] + 1) % len(_MUTATION_KINDS)
+        return self.mutate(_MUTATION_KINDS[i], run, lease, intent)
+
+    def mutate(self, kind: str, run: str, lease: Lease | None, intent: str) -> Outcome | None:
+        """One mutation of `kind` of `run` under `lease` (None: unleased); an append goes at the fresh tail + 1
+        (None: the tail could not be read)."""
+        if kind == "append":
+            tail = self.load_tail(run, intent)
+            return None if tail is None else self.append(run, lease, intent, tail + 1)
+        if kind == "put_meta":
+            return self.put_meta(run, lease, intent)
+        if kind == "blob_put":
+            return self.blob_put(self.blob_ref(run), lease, intent)
+        if kind == "blob_delete":
+            return self.blob_delete(self.blob_ref(run), lease, intent)
+        return self.delete(run, lease, intent)
 
     def write(self, kind: str, run: str, lease: Lease, intent: str, tail: int | None,
               tenure: Lease | None = None) -> tuple[Outcome | None, int | None]:
@@ -224,6 +266,7 @@ class _Worker:
             self.tenure(lease, asked, linger=linger)
         finally:
             self.ctx.publish_tenure(None)
+            self.remember(lease)
 
     def take_over(self, run: str) -> None:
         """The nemesis holds a struck call on `run`: be its taker. Wait at the lease's expiry (the board's), acquire
@@ -358,6 +401,7 @@ class _Worker:
             tail = self.read_back(lease, "live", self.all_blobs(run))
         else:
             tail = self.read_back(lease, "live")
+        self.after_grant(lease)
         lost = False
         for _ in range(self.rng.randint(self.opt.ops_min, self.opt.ops_max)):
             if self.ctx.should_stop():
@@ -371,7 +415,7 @@ class _Worker:
                     tail = self.load_tail(run, "live", lease)
                     if tail is None:
                         continue
-                out = self.append(run, lease, "live", self.rng.randint(max(0, tail - 2), tail))
+                out = self.append(run, lease, "order", self.rng.randint(max(0, tail - 2), tail))
                 if not out.refused():
                     tail = None  # an accepted (or unknown) append below the tail: reload before the next
             elif kind == "blob_delete":
@@ -390,6 +434,10 @@ class _Worker:
                 self.side_cycle()
             elif kind == "cross":
                 self.cross_probe(lease)
+            elif kind == "probe":
+                if self.probe(lease):
+                    lost = True
+                    break
             if out is not None and out.refused(LeaseHeldError):
                 lost = True  # superseded (a pause, or a slow tenure): sweep the dead lease
                 break
@@ -415,11 +463,13 @@ class _Worker:
             self.ctx.note_expiry(run, 0)  # free at once (unless a successor has noted its own tenure since)
         if out.refused(LeaseHeldError) and not self.ctx.should_stop():
             self.sweep(lease)
+        elif out.ok:
+            self.after_release(lease)
 
     def side_cycle(self) -> None:
         """A full fenced deletion cycle on a side run under its own lease."""
         run = self.rng.choice(self.side)
-        out = self.acquire(run, "side")
+        out = self.acquire(run, "after_delete" if run in self.deleted else "side")
         if not out.ok:
             return
         lease: Lease = out.result
@@ -436,6 +486,7 @@ class _Worker:
         ):
             if not step().ok:
                 return  # refused or unknown: the side lease is left to expire
+        self.deleted.add(run)
         self.release(lease, "side")
 
     def cross_probe(self, lease: Lease) -> None:
@@ -448,19 +499,83 @@ class _Worker:
 
     def sweep(self, lease: Lease) -> None:
         """Every surface with the dead lease; each must be refused typed (`LeaseHeldError`)."""
+        self.present(lease, "stale", cross=True)
+
+    def present(self, lease: Lease, intent: str, cross: bool = False) -> None:
+        """`lease` on every surface of its run: append at the fresh tail + 1 (the order guard cannot mask the
+        fence), meta, blob put, blob delete, run delete, renew, with `cross` one mutation of another main run,
+        then release. Under a lease that is not the run's current tenure each must be refused typed."""
         run = lease.run_id
-        tail = self.load_tail(run, "stale")  # the fresh tail: the order guard cannot mask the fence
+        tail = self.load_tail(run, intent)
         steps = [
-            (lambda: None if tail is None else self.append(run, lease, "stale", tail + 1)),
-            lambda: self.put_meta(run, lease, "stale"),
-            lambda: self.blob_put(self.blob_ref(run), lease, "stale"),
-            lambda: self.blob_delete(self.blob_ref(run), lease, "stale"),
-            lambda: self.delete(run, lease, "stale"),
-            lambda: self.renew(lease, "stale"),
-            lambda: self.write_to(self.rng.choice([r for r in self.main if r != run]), lease, "stale"),
-            lambda: self.release(lease, "stale"),
+            (lambda: None if tail is None else self.append(run, lease, intent, tail + 1)),
+            lambda: self.put_meta(run, lease, intent),
+            lambda: self.blob_put(self.blob_ref(run), lease, intent),
+            lambda: self.blob_delete(self.blob_ref(run), lease, intent),
+            lambda: self.delete(run, lease, intent),
+            lambda: self.renew(lease, intent),
         ]
+        if cross:
+            steps.append(lambda: self.write_to(self.rng.choice([r for r in self.main if r != run]), lease, intent))
+        steps.append(lambda: self.release(lease, intent))
         for step in steps:
             if self.ctx.should_stop():
                 return
             step()
+
+    # -- coverage probes (soak.workloads.runs.coverage) -----------------------------------------
+
+    def probe(self, lease: Lease) -> bool:
+        """The next coverage probe beside the live `lease`: a forged lease on every surface of its run (another
+        owner with its epoch; its owner with an epoch never issued), writes without a lease to the run nobody
+        leases, or an acquire of the run it holds. Every fenced call must be refused, every unleased one accepted.
+        The tenure is renewed first, so that the forged leases meet a tenure surely live (a store that lets them in
+        only then shows it). True when the tenure is lost (the renew refused, or a store granted the held run
+        again)."""
+        i = (self.turn["probe"] + 1) % len(_PROBES)
+        kind = _PROBES[i]
+        if kind != "unleased":
+            out = self.renew(lease, "live")
+            if not out.ok:
+                return out.refused(LeaseHeldError)  # the same probe comes next time
+            self.publish(lease)
+        self.turn["probe"] = i
+        if kind == "impostor":
+            self.present(Lease(lease.run_id, f"{self.owner}~impostor", lease.epoch), "impostor")
+        elif kind == "future":
+            ahead = self.rng.choice((1, 2, 1_000_000))
+            self.present(Lease(lease.run_id, lease.owner, lease.epoch + ahead), "future")
+        elif kind == "unleased":
+            for k in _MUTATION_KINDS:
+                if self.ctx.should_stop():
+                    break
+                self.mutate(k, UNLEASED_RUN, None, "unleased")
+        else:
+            out = self.acquire(lease.run_id, "reentrant")
+            if out.ok:  # a second tenure granted to a live holder: give it back; the first one is superseded
+                self.release(out.result, "reentrant")
+                return True
+        return False
+
+    def after_grant(self, lease: Lease) -> None:
+        """Now and then, the worker's latest ended tenure of this run on every surface: superseded by `lease`."""
+        prev = self.past.get(lease.run_id)
+        if prev is None or prev[0].epoch >= lease.epoch or self.rng.random() >= self.opt.past_probe_prob:
+            return
+        self.present(prev[0], "released_superseded" if prev[1] else "superseded")
+
+    def after_release(self, lease: Lease) -> None:
+        """Now and then after a release: the released lease on every surface, the run acquired again at once (a
+        released run is free), the released lease again (now superseded), and the new tenure released."""
+        if self.ctx.should_stop() or self.rng.random() >= self.opt.released_probe_prob:
+            return
+        self.present(lease, "released")
+        if self.ctx.should_stop():
+            return
+        out = self.acquire(lease.run_id, "reacquire")
+        if not out.ok:
+            return  # another worker took the run over first
+        self.publish(out.result)
+        self.present(lease, "released_superseded")
+        if self.release(out.result, "reacquire").ok and self.ctx.expiry(lease.run_id) == self.expires:
+            self.ctx.note_expiry(lease.run_id, 0)  # free at once, as after a live release

@@ -6,7 +6,7 @@ Where each clause is checked (`grep` a clause id to find its module):
 | module | clauses |
 |---|---|
 | `leases` | lease-exclusive, epoch-monotonic, ttl-honoured |
-| `fencing` | run-match, stale-rejected, stale-lease-ops, typed-refusal, live-accepted |
+| `fencing` | run-match, stale-rejected, stale-lease-ops, typed-refusal, live-accepted, unleased-passthrough |
 | `state` | journal-a1..a5, meta-last-write, blob-semantics, delete-semantics (the final state's diff) |
 | `reads` | what reads made under a live tenure saw (stale-rejected, run-match, journal-a3, ...) |
 | `boot` | concurrent-boot |

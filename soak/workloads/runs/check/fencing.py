@@ -1,7 +1,8 @@
 """Fencing, judged per tenure and per refusal: `run-match` (a lease used on another run, found while folding),
-`stale-rejected` and `stale-lease-ops` (anything accepted from a non-grantee, or invoked after the tenure was
-superseded or released), `typed-refusal` (an untyped answer to a stale operation), `live-accepted` (a refusal
-under a tenure that was surely current and live, with no takeover attempted).
+`stale-rejected` and `stale-lease-ops` (anything accepted from a non-grantee, under an epoch before it was issued,
+or invoked after the tenure was superseded or released), `typed-refusal` (an untyped answer to a stale operation),
+`live-accepted` (a refusal under a tenure that was surely current and live, with no takeover attempted).
+`unleased-passthrough` (an unleased mutation refused by the fence) is found while folding, like `run-match`.
 """
 
 from __future__ import annotations
@@ -22,7 +23,8 @@ def check_scan(facts: Facts) -> list[Violation]:
 
 
 def check_grantees(facts: Facts, tenures: Iterable[_Tenure] | None = None) -> list[Violation]:
-    """Every accepted mutation, renew or release carries a lease granted to its owner (of `tenures`, default all)."""
+    """Every accepted mutation, renew or release carries a lease granted to its owner (of `tenures`, default all),
+    and completed after that grant was invoked (earlier, the epoch had not been issued: a forged future lease)."""
     out: list[Violation] = []
     for t in facts.tenures.values() if tenures is None else tenures:
         if not t.users:
@@ -41,6 +43,14 @@ def check_grantees(facts: Facts, tenures: Iterable[_Tenure] | None = None) -> li
                 grants = [before[1]]
         for owner, op in t.users.items():
             if owner in granted_to:
+                if t.grants:
+                    first = t.grant_invoke()
+                    ev = evidence(op)
+                    if ev.complete_ns is not None and ev.complete_ns < first:  # a never-issued epoch, granted later
+                        clause = "stale-lease-ops" if ev.f in _LEASE_OPS else "stale-rejected"
+                        out.append(Violation(clause, f"{ev.f} under epoch {t.epoch} of run {t.run} accepted "
+                                             f"{(first - ev.complete_ns) / 1e6:.1f} ms before that epoch's grant was "
+                                             f"invoked: it had never been issued", (ev, *grants)))
                 continue
             ev = evidence(op)
             clause = "stale-lease-ops" if ev.f in _LEASE_OPS else "stale-rejected"

@@ -164,6 +164,11 @@ def fold(facts: Facts, ops: Iterable[Operation | Any], until: float = _NEVER) ->
                 n_info += 1
             if outcome != "fail":
                 facts.unordered.update(obj for obj, _ in _writes(f, run, args))
+            elif error == "LeaseHeldError" and f in mutations:
+                scan_violations.append(
+                    Violation("unleased-passthrough", f"{f} on run {run} without a lease refused by the fence",
+                              (_ev(op),))
+                )
             continue  # unleased passthrough: not fenced, and not ordered by a tenure
         epoch = lease.epoch
         own_run = lease.run_id == run

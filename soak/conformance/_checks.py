@@ -255,29 +255,67 @@ def check_store_clock(ctx: Ctx) -> None:
         ctx.note("expiry follows the store's injected clock, not wall time")
 
 
+#: Real-time attempts of the live-accepted sub-check when the harness itself was late (see `_LateHarness`).
+_LIVE_TRIES = 3
+
+
+class _LateHarness(Exception):
+    """In real time, a call that had to land inside the ttl was refused after the harness had let more than the ttl
+    pass since the tenure's last grant or renew (by its own clock): the harness was late, the store not wrong."""
+
+
 def check_live_accepted(ctx: Ctx) -> None:
     s = ctx.open()
     near = 0.5 if ctx.clock is None else 0.95  # how deep into the ttl each call lands
     with ctx.sub("live-accepted"):
-        a = call(lambda: s.acquire("r", "a"), "acquire")
-        steps: list[tuple[str, Callable[[], Any]]] = [
-            ("append", lambda: s.append("r", JournalEntry(1, b"1"), a)),
-            ("put_meta", lambda: s.put_meta(RunMeta("r", "running", 1), a)),
-            ("blob put", lambda: s.transcripts.put("r/b", b"b", a)),
-            ("blob delete", lambda: s.transcripts.delete("r/b", a)),
-        ]
-        for what, fn in steps:
-            ctx.advance(ctx.ttl * near)
-            call(fn, f"{what} {near:.2f} ttl after the last grant")
-            call(lambda: s.renew(a), f"renew {near:.2f} ttl after the last grant")
+        for attempt in range(1, _LIVE_TRIES + 1):
+            try:
+                kept = _live_accepted(ctx, s, f"r{attempt}" if attempt > 1 else "r", near)
+                break
+            except _LateHarness as late:
+                if attempt == _LIVE_TRIES:
+                    raise Inconclusive(f"not decided: {late} in each of {_LIVE_TRIES} attempts") from None
+        ctx.note(f"every mutation, renew{' and release' if kept else ''} accepted {near:.2f} ttl after the last grant"
+                 + (f" (attempt {attempt}: the harness was late before)" if attempt > 1 else ""))
+
+
+def _live_accepted(ctx: Ctx, s: Any, run: str, near: float) -> bool:
+    """One pass of live-accepted on `run`; True when the fenced delete kept the tenure."""
+    since = time.monotonic()  # the last grant or renew was invoked no earlier than this
+
+    def live(fn: Callable[[], Any], what: str, renews: bool = False) -> Any:
+        nonlocal since
+        started = time.monotonic()
+        try:
+            out = call(fn, what)
+        except CheckFailed as exc:
+            late = time.monotonic() - since
+            if ctx.clock is None and isinstance(exc.__cause__, LeaseHeldError) and late >= ctx.ttl:
+                raise _LateHarness(f"{what} came {late / ctx.ttl:.2f} ttl after the last grant") from None
+            raise
+        if renews:
+            since = started
+        return out
+
+    a = live(lambda: s.acquire(run, "a"), "acquire", renews=True)
+    steps: list[tuple[str, Callable[[], Any]]] = [
+        ("append", lambda: s.append(run, JournalEntry(1, b"1"), a)),
+        ("put_meta", lambda: s.put_meta(RunMeta(run, "running", 1), a)),
+        ("blob put", lambda: s.transcripts.put(f"{run}/b", b"b", a)),
+        ("blob delete", lambda: s.transcripts.delete(f"{run}/b", a)),
+    ]
+    for what, fn in steps:
         ctx.advance(ctx.ttl * near)
-        call(lambda: s.delete("r", a), f"delete {near:.2f} ttl after the last grant")
-        # A fenced delete may end the tenure (then what must follow is checked) or keep it.
-        kept = after_fenced_delete(ctx, s, "r", a, "renew", lambda: s.renew(a)) is None
-        if kept:
-            ctx.advance(ctx.ttl * near)
-            call(lambda: s.release(a), f"release {near:.2f} ttl after the last renew")
-        ctx.note(f"every mutation, renew{' and release' if kept else ''} accepted {near:.2f} ttl after the last grant")
+        live(fn, f"{what} {near:.2f} ttl after the last grant")
+        live(lambda: s.renew(a), f"renew {near:.2f} ttl after the last grant", renews=True)
+    ctx.advance(ctx.ttl * near)
+    live(lambda: s.delete(run, a), f"delete {near:.2f} ttl after the last grant")
+    # A fenced delete may end the tenure (then what must follow is checked) or keep it.
+    kept = after_fenced_delete(ctx, s, run, a, "renew", lambda: s.renew(a)) is None
+    if kept:
+        ctx.advance(ctx.ttl * near)
+        live(lambda: s.release(a), f"release {near:.2f} ttl after the last renew")
+    return kept
 
 
 def check_ttl_honoured(ctx: Ctx) -> None:

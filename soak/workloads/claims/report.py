@@ -67,11 +67,11 @@ def report_tenures(ops: list[Any], t1: int) -> list[Any]:
             t.start_ns = at
     # a claim whose answer is unknown (its caller was killed or timed out) may still have granted a tenure: one
     # that a later accepted call under it proves (a recovery of it, say) starts at that claim's invoke
-    unknown: dict[tuple[str, str], int] = {}
+    unknown: dict[tuple[str, str], list[int]] = defaultdict(list)
     for op in ops:
         if op.f == "claim" and op.outcome == "info" and op.lease is None:
-            who = (op.run, f"{op.args.get('node')}/{op.args.get('agent')}")
-            unknown[who] = min(unknown.get(who, op.invoke_ns), op.invoke_ns)
+            unknown[(op.run, f"{op.args.get('node')}/{op.args.get('agent')}")].append(op.invoke_ns)
+    proved: set[tuple[str, int]] = set()
     last_use: dict[tuple[str, int], int] = {}
     for op in ops:
         if op.outcome != "ok" or op.lease is None:
@@ -80,10 +80,12 @@ def report_tenures(ops: list[Any], t1: int) -> list[Any]:
         t = tenures.get(key)
         if t is None:
             holder = f"{op.lease.node}/{op.lease.agent}"
-            start = unknown.get((op.lease.key, holder))
+            # the holder's latest unknown claim of the task invoked before this call
+            start = max((at for at in unknown.get((op.lease.key, holder), ()) if at <= op.invoke_ns), default=None)
             if start is None:
                 continue
             t = tenures[key] = Tenure(op.lease.key, key[1], holder, start, t1, "open", str(op.lease.node))
+            proved.add(key)
         at = _at(op)
         if op.f in ("release", "recover"):
             if t.ended == "open" or at < t.end_ns:  # the first call that ended it
@@ -96,6 +98,8 @@ def report_tenures(ops: list[Any], t1: int) -> list[Any]:
     for task in by_task.values():
         task.sort(key=lambda t: t.epoch)
         for cur, nxt in zip(task, task[1:]):
+            if (nxt.run, nxt.epoch) in proved and nxt.start_ns <= cur.start_ns:
+                nxt.start_ns = cur.start_ns + 1  # its unknown claim took effect after the previous epoch's grant
             if cur.ended == "open":
                 cur.end_ns = max(min(nxt.start_ns, t1), last_use.get((cur.run, cur.epoch), cur.start_ns))
                 cur.ended = "superseded"

@@ -360,7 +360,8 @@ def test_delete_ending_the_tenure_is_accepted_and_reported():
     outcome = model.check_model(open_delete_ends_tenure, settings=FAST)
     assert outcome.passed, (outcome.error, outcome.program)
     assert outcome.choices["delete-ends-tenure"] == "ends"
-    assert "showed the tenure ended" in outcome.choice_detail["delete-ends-tenure"]
+    assert "the tenure was ended" in outcome.choice_detail["delete-ends-tenure"]
+    assert "the probe before the programs: an append" in outcome.choice_detail["delete-ends-tenure"]
     keeps = model.check_model("sqlite:", settings=Settings(FAST, max_examples=40))
     assert keeps.passed and keeps.choices["delete-ends-tenure"] == "keeps"
 

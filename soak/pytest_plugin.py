@@ -1,4 +1,4 @@
-"""pytest plugin (entry point `soak`): `--soak-store SPEC` and `--soak-profile` for the model suites.
+"""pytest plugin (entry point `soak`): `--soak-store SPEC`, `--soak-profile` and `--soak-examples` for the model suites.
 
 A thin layer over `soak.model`: the `soak_store` fixture is the resolved store target and
 `soak_settings` the Hypothesis settings of the chosen profile, so `pytest --soak-store memory:`
@@ -33,9 +33,20 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         choices=_PROFILES,
         help="Hypothesis profile for the soak models: dev, ci or nightly (default: ci under CI, else dev)",
     )
+    group.addoption(
+        "--soak-examples",
+        dest="soak_examples",
+        default=None,
+        type=int,
+        metavar="N",
+        help="programs per soak model run (default: the profile's); a smaller budget for a slow store",
+    )
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    examples = config.getoption("soak_examples", None)
+    if examples is not None and examples < 1:
+        raise pytest.UsageError(f"--soak-examples: must be at least 1, got {examples}")
     spec = config.getoption(STORE_DEST, DEFAULT_STORE)
     if spec != DEFAULT_STORE:  # a bad spec is a one-line usage error, before any test runs
         from soak.errors import HarnessError
@@ -64,8 +75,8 @@ def soak_profile(pytestconfig: pytest.Config) -> str:
 
 
 @pytest.fixture(scope="session")
-def soak_settings(soak_profile: str):
-    """Hypothesis settings of the chosen model profile."""
+def soak_settings(pytestconfig: pytest.Config, soak_profile: str):
+    """Hypothesis settings of the chosen model profile (`--soak-examples` programs, if given)."""
     from soak.model import model_settings
 
-    return model_settings(soak_profile)
+    return model_settings(soak_profile, max_examples=pytestconfig.getoption("soak_examples"))

@@ -63,6 +63,21 @@ def test_a_bad_soak_store_is_a_usage_error_before_any_test(pytester: pytest.Pyte
     result.stderr.fnmatch_lines(["*--soak-store: unknown store scheme 'nosuch:'*"])
 
 
+def test_soak_examples_sets_the_budget_of_the_chosen_profile(pytester: pytest.Pytester):
+    pytester.makepyfile(test_budget="""
+        def test_budget(soak_settings):
+            print(f"BUDGET={soak_settings.max_examples} DERANDOMIZE={soak_settings.derandomize}")
+    """)
+    result = pytester.runpytest("-s", "--soak-profile", "ci", "--soak-examples", "7")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*BUDGET=7 DERANDOMIZE=True*"])
+    result = pytester.runpytest("-s", "--soak-profile", "ci")
+    result.stdout.fnmatch_lines(["*BUDGET=100 DERANDOMIZE=True*"])
+    result = pytester.runpytest("--soak-examples", "0")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--soak-examples: must be at least 1, got 0*"])
+
+
 @pytest.mark.parametrize("option", ["--store", "--soak-store"])
 def test_the_models_suite_keeps_store_as_an_alias(pytester: pytest.Pytester, option: str):
     pytester.makeconftest(MODELS_CONFTEST.read_text())

@@ -17,9 +17,12 @@ retries are counted; a call busy on every attempt ends the run `inconclusive`, n
 
 Choices the contract leaves to the store are accepted both ways and reported: whether an
 expired, unsuperseded lease is accepted (`expired-unsuperseded`), and whether a fenced delete
-ends the deleting holder's tenure (`delete-ends-tenure`). After such a delete the tenure's
-standing is unknown until the store shows its choice; from then on the program holds the store
-to it, and a store that answers both ways breaks `delete-semantics`.
+ends the deleting holder's tenure (`delete-ends-tenure`). The delete choice is probed once,
+before the first program, and every program holds the store to it; a store that answers both ways
+breaks `delete-semantics`.
+
+Replay: what a rule draws never depends on a store's answer (in real time an answer can depend on
+call latency), so Hypothesis sees the same draws when it replays a program.
 
 Liveness: each store call is timed, and one that takes longer than the `call-returns` bound
 (`soak.clauses.default_call_bound_s(ttl)`) fails that clause. A call that never returns hangs

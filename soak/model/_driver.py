@@ -24,7 +24,7 @@ from soak.clock import FakeClock
 from soak.errors import HarnessError, ScenarioError, StoreBootError
 from soak.oracle import LeaseStanding, Oracle
 from soak.retry import BusyCount, BusyExhausted, retry_busy
-from soak.spi import Lease, RunMeta, StoreBusyError, StoreError
+from soak.spi import JournalEntry, Lease, LeaseHeldError, RunMeta, StoreBusyError, StoreError
 from soak.stores import StoreTarget
 
 __all__ = ["FAKE_TTL_MS", "REAL_TTL_MS", "CallOutcome", "ContractViolation", "ModelInconclusive", "RunStats",
@@ -38,6 +38,8 @@ FAKE_TTL_MS = 1000
 REAL_TTL_MS = 100
 #: fake clock: how far from an expiry instant an outcome is still judged either way (seconds)
 _FAKE_SLACK = 1e-6
+#: ttl of the store the delete-choice probe opens: long, so no call's latency can expire its tenure
+_PROBE_TTL_MS = 60_000
 
 
 class ContractViolation(AssertionError):
@@ -67,7 +69,8 @@ class RunStats:
     exercised: Counter = field(default_factory=Counter)
     #: surface -> [accepted, refused] under a lease clearly expired and not superseded
     expired: dict[str, list[int]] = field(default_factory=dict)
-    #: True (ends) / False (keeps) -> programs in which the store showed that delete choice
+    #: True (ends) / False (keeps) -> programs in which the store showed that delete choice (the
+    #: programs learn it only where the probe before them could not: `StoreDriver.delete_probe`)
     delete_choice: Counter = field(default_factory=Counter)
     #: the first observation that showed each delete choice
     delete_evidence: dict[bool, str] = field(default_factory=dict)
@@ -117,6 +120,9 @@ class StoreDriver(RuleBasedStateMachine):
     clock_reason: str = ""
     lease_ttl_ms: int = FAKE_TTL_MS
     call_bound_s: float = default_call_bound_s(FAKE_TTL_MS)
+    #: the store's delete choice as the probe saw it (True ends, False keeps, None unclear), and what showed it
+    delete_probe: bool | None = None
+    delete_probe_evidence: str = ""
     _prepared: bool = False
 
     def __init__(self) -> None:
@@ -132,8 +138,9 @@ class StoreDriver(RuleBasedStateMachine):
         finally:
             if self.store is None:
                 cls._discard(self.location)
-        # The store's delete choice is not known until it shows it (soak.oracle's module docstring).
-        self.oracle = Oracle(self.lease_ttl_ms, delete_ends_tenure=None)
+        # The store's delete choice as the probe saw it; where that was unclear, not known until a program
+        # shows it (soak.oracle's module docstring).
+        self.oracle = Oracle(self.lease_ttl_ms, delete_ends_tenure=self.delete_probe)
         self._epoch0 = time.monotonic()
         self._base_slack = _FAKE_SLACK if self.clock else 0.03 + 0.1 * self.lease_ttl_ms / 1000.0
         self._slowest_call = 0.0
@@ -171,6 +178,7 @@ class StoreDriver(RuleBasedStateMachine):
         cls.lease_ttl_ms = int(cls.requested_ttl_ms or (FAKE_TTL_MS if fake else REAL_TTL_MS))
         cls.call_bound_s = float(cls.requested_call_bound_s or default_call_bound_s(cls.lease_ttl_ms))
         cls._preflight()
+        cls._probe_delete_choice()
         cls._prepared = True
 
     @classmethod
@@ -204,10 +212,51 @@ class StoreDriver(RuleBasedStateMachine):
             raise _exhausted(exc) from exc
 
     @classmethod
-    def _open(cls, location: str, clock: FakeClock | None):
+    def _open(cls, location: str, clock: FakeClock | None, lease_ttl_ms: int | None = None):
         extra = {"clock": clock} if clock is not None else {}
-        return cls._busy_boot(f"opening store {cls.target.spec}",
-                              lambda: cls.target.open(location, cls.lease_ttl_ms, **extra))
+        ttl = lease_ttl_ms or cls.lease_ttl_ms
+        return cls._busy_boot(f"opening store {cls.target.spec}", lambda: cls.target.open(location, ttl, **extra))
+
+    @classmethod
+    def _probe_delete_choice(cls) -> None:
+        """Once per machine, as conformance does, learn whether a fenced delete ends the deleting holder's
+        tenure, so that no program has to read the choice off an outcome that a broken store could give for
+        another reason (a refused renew is no proof that a delete ended the tenure).
+
+        Over a fresh location, with a ttl no call's latency can reach: acquire, delete under that lease, then
+        an append under it. Accepted: the store keeps the tenure. Refused, and another owner is granted the run
+        at once: it ends it. Anything else (a store broken on this path) leaves the choice unclear, and the
+        programs learn it as they go."""
+        location = tempfile.mkdtemp(prefix="soak-model-")
+        run = "soak-delete-probe"
+        ends, evidence = None, ""
+        try:
+            store = cls._open(location, FakeClock() if cls.fake_clock else None, _PROBE_TTL_MS)
+            try:
+                busy = cls._busy  # the calls are named as the programs' are, by the probe's run
+                try:
+                    lease = busy(f"acquire({run!r}, 'probe-a')", lambda: store.acquire(run, "probe-a"))
+                    busy(f"delete({run!r}, lease={lease!r})", lambda: store.delete(run, lease))
+                    entry = JournalEntry(1, b"p")
+                    try:
+                        busy(f"append({run!r}, {entry!r}, lease={lease!r})", lambda: store.append(run, entry, lease))
+                        ends, evidence = False, f"an append under {lease!r} after its fenced delete was accepted"
+                    except LeaseHeldError:
+                        other = busy(f"acquire({run!r}, 'probe-b')", lambda: store.acquire(run, "probe-b"))
+                        ends, evidence = True, (f"an append under {lease!r} after its fenced delete was refused, "
+                                                f"and another owner was granted {other!r} at once")
+                except ModelInconclusive:
+                    raise
+                except Exception:  # broken on the probe's path: the programs will say how
+                    ends, evidence = None, ""
+            finally:
+                store.close()
+        finally:
+            cls._discard(location)
+        cls.delete_probe, cls.delete_probe_evidence = ends, evidence
+        if ends is not None:
+            cls.stats.delete_choice[ends] += 1
+            cls.stats.delete_evidence.setdefault(ends, f"the probe before the programs: {evidence}")
 
     @classmethod
     def _preflight(cls) -> None:

@@ -175,7 +175,7 @@ def _choices(stats: RunStats) -> tuple[dict[str, str], dict[str, str]]:
     ends, keeps = stats.delete_choice[True], stats.delete_choice[False]
     if ends or keeps:
         choices["delete-ends-tenure"] = "ends" if not keeps else "keeps" if not ends else "mixed"
-        seen = [f"{n} of the programs run showed the tenure {word} (first: {stats.delete_evidence[flag]})"
+        seen = [f"the tenure was {word} ({n} time(s) shown; first: {stats.delete_evidence[flag]})"
                 for flag, n, word in ((True, ends, "ended"), (False, keeps, "kept")) if n]
         detail["delete-ends-tenure"] = "after a fenced delete under the live lease: " + "; ".join(seen)
     return choices, detail

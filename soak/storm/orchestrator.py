@@ -40,6 +40,7 @@ from soak.scenario import Scenario, dump_scenario
 from soak.stores import redact
 from soak.storm.nemesis import Nemesis, WorkerHandle, call_elapsed_ns, call_state
 from soak.storm.quorum import QuorumTracker
+from soak.storm.skew import ClockSkew, check_skew, skewed_worker_entry, spawn_environment
 from soak.storm.worker import (
     BOOT_FAILED,
     DONE,
@@ -215,6 +216,7 @@ class _Storm:
         self.events = HistoryWriter(run_dir / EVENTS_FILE, "nemesis")
         self.surfaces = surface_codes(self.workload)
         self.nemesis = self._nemesis()
+        self.skew = ClockSkew(scenario, random.Random(derive_seed(scenario.seed, -2, 0)), self.events)
         self.quorum = QuorumTracker(self.history_dir, self.workload.new_counter(scenario), scenario.quorum)
         self.timeline = open(run_dir / QUORUM_FILE, "a")  # one line of counts per second, written live
         self.hung: dict[str, int] = {}  # surface -> store calls killed for exceeding call_timeout_s
@@ -236,13 +238,17 @@ class _Storm:
         self.worker_seeds[name] = seed
         spec = WorkerSpec(slot, inc, seed, self.target, str(self.location), self.sc, str(self.history_dir), os.getpid())
         state = self.mp.RawArray("q", SLOTS)
-        proc = self.mp.Process(target=worker_entry, args=(name, str(self.history_dir), dill.dumps(spec), state,
-                                                          self.stop_flag, self.go_flag), name=name, daemon=True)
-        _start(proc)
+        skew = self.skew.draw(name)  # the environment of a worker whose wall clock is shifted (soak.storm.skew)
+        proc = self.mp.Process(target=skewed_worker_entry if skew else worker_entry,
+                               args=(name, str(self.history_dir), dill.dumps(spec), state, self.stop_flag,
+                                     self.go_flag), name=name, daemon=True)
+        with spawn_environment(skew):
+            _start(proc)
         handle = WorkerHandle(name, slot, inc, seed, proc, state, self.surfaces)
         self.handles.append(handle)
         self.events.event("spawn", {"target": name, "pid": proc.pid, "slot": slot, "incarnation": inc,
                                     "reason": reason})
+        self.skew.log(name, proc.pid)
         return handle
 
     def release_boot_barrier(self, timeout_s: float = 30.0) -> None:
@@ -521,6 +527,8 @@ class _Storm:
         extra["stop_reason"] = status
         extra["hung_calls"] = dict(self.hung)  # the checker names each one (call-returns)
         extra["strikes"] = dict(self.nemesis.strikes)
+        if self.skew.ms:
+            extra["clock_skew"] = self.skew.summary()
         self.quorum.poll()
         self.quorum.finish()
         self._sample(now_ns() - start)
@@ -614,6 +622,7 @@ def run_storm(
     if target is None or isinstance(target, str):
         target = resolve(target or scenario.store, kind=store_kind(get_workload(scenario.workload)))
     ensure_shared(target)
+    check_skew(scenario, target)
     if scenario.stop_on_violation and not get_workload(scenario.workload).check_plan().bounded:
         raise ScenarioError(f"stop_on_violation: the {scenario.workload} workload's checker cannot judge a storm "
                             "while it runs yet (it does not settle time slices); set stop_on_violation = false")

@@ -235,7 +235,10 @@ class _Proxy:
                 else:  # half-open: the server side closes now; the worker's side stays open, silent, then resets
                     self.cut_off(conn, now, "half-open", 0, len(chunk), hold_ns=self.half_open_ns)
                     return
-        elif conn.drop_reply:
+        elif conn.drop_reply or (self.pending[conn.slot] == 2 and conn.chunks > _ESTABLISHED):
+            # the reply of the call in flight when the cut was armed, or of the request let through for it
+            if not conn.drop_reply:
+                self.pending[conn.slot] = 0
             k = self.rng.randrange(len(chunk))
             self.flush(conn, S2C, now, force=True)
             try:
@@ -335,6 +338,17 @@ def proxy_main(upstream: tuple[str, int], slots: int, ctl: Any, ack: Any, ports:
     proxy.run(stop)
 
 
+#: the surfaces where a call writes
+_WRITES = frozenset({"append", "put_meta", "blob_put", "blob_delete", "delete", "acquire", "renew", "release"})
+
+
+def _surface(w: Any) -> str:
+    from soak.storm.worker import SURFACE
+
+    code = int(w.state[SURFACE])
+    return w.surfaces[code] if 0 <= code < len(w.surfaces) else ""
+
+
 # -- the nemesis in the orchestrator ---------------------------------------------------------------------------
 
 
@@ -409,8 +423,11 @@ class NetFaults:
             inside = [w for w in workers if w.running() and w.paused_since is None and w.state[IN_CALL]
                       and int(w.state[SURFACE]) != _SURFACE_OPEN and call_elapsed_ns(w, now) < stuck]
             if inside:  # else try again next tick
-                w = self.rng.choice(inside)
-                mode = self.rng.choices((1, 2, 3), (3, 5, 2))[0]
+                mode = self.rng.choices((1, 2, 3), (2, 6, 2))[0]
+                # a lost reply matters most where a call wrote: an append above all (a retry of it is refused
+                # by the order guard, so a write that was answered "not written" stays in the journal)
+                writing = [w for w in inside if _surface(w) in _WRITES] if mode == 2 else []
+                w = self.rng.choice([w for w in writing if _surface(w) == "append"] or writing or inside)
                 base = w.slot * CTL
                 self.ctl[base + CUT_MODE] = mode
                 self.ctl[base + CUT_SEQ] += 1

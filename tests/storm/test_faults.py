@@ -101,3 +101,120 @@ def test_redis_stays_green_under_clock_skew_and_its_store_clock_mutant_is_caught
     result, run, _ = _storm("mutant:redis-store-clock", tmp_path / "mutant", clock_skew_ms=400, stop_on_violation=True)
     assert result == "fail"
     assert _clauses(run["verdict"]) & {"lease-exclusive", "ttl-honoured", "live-accepted"}
+
+
+class _Proxy:
+    """The fault proxy in its own process, one slot, in front of `upstream`."""
+
+    def __init__(self, upstream, latency_ms=0.0, jitter_ms=0.0, half_open_ms=200):
+        import multiprocess
+
+        from soak.storm import netfault
+
+        ctx = multiprocess.get_context("spawn")
+        self.nf = netfault
+        self.ctl = ctx.RawArray("q", netfault.CTL)
+        self.ack = ctx.RawValue("q", 0)
+        ports, ready, self.stop = ctx.RawArray("q", 1), ctx.RawValue("b", 0), ctx.RawValue("b", 0)
+        self.events, send = ctx.Pipe(duplex=False)
+        self.proc = ctx.Process(target=netfault.proxy_main, daemon=True,
+                                args=(upstream, 1, self.ctl, self.ack, ports, ready, send, self.stop, 7, latency_ms,
+                                      jitter_ms, half_open_ms, os.getpid()))
+        self.proc.start()
+        deadline = time.monotonic() + 15
+        while not ready.value and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert ready.value, "the proxy did not start"
+        self.port = int(ports[0])
+
+    def arm(self, mode: str) -> None:
+        self.ctl[self.nf.CUT_MODE] = self.nf.CUT_MODES.index(mode)
+        self.ctl[self.nf.CUT_SEQ] += 1
+
+    def cuts(self) -> list[dict]:
+        out = []
+        while self.events.poll(1.0):
+            msg = self.events.recv()
+            if msg["kind"] == "cut":
+                self.ack.value = msg["id"]  # as the storm does once it has logged the cut
+                out.append(msg)
+                if not self.events.poll(0.05):
+                    break
+        return out
+
+    def close(self) -> None:
+        self.stop.value = 1
+        self.proc.join(5)
+
+
+@pytest.mark.postgres
+def test_the_proxy_cuts_a_postgres_statement_before_it_ran_or_after_it_committed():
+    import psycopg
+
+    from soak.storm.netfault import upstream_of
+
+    proxy = _Proxy(upstream_of(target(PG))[1], latency_ms=3.0, jitter_ms=1.0)
+    dsn = f"host=127.0.0.1 port={proxy.port} dbname={psycopg.conninfo.conninfo_to_dict(PG)['dbname']}"
+    try:
+        with psycopg.connect(PG, autocommit=True) as admin:
+            admin.execute("CREATE TABLE IF NOT EXISTS soak_proxy_test (k text PRIMARY KEY)")
+            admin.execute("DELETE FROM soak_proxy_test")
+            c = psycopg.connect(dsn, autocommit=True)
+            started = time.monotonic()
+            for _ in range(5):
+                c.execute("SELECT 1")
+            assert (time.monotonic() - started) / 5 >= 0.004  # 3 +- 1 ms each way
+            for mode in ("cut-request", "cut-reply", "half-open"):
+                proxy.arm(mode)
+                time.sleep(0.02)
+                with pytest.raises(psycopg.OperationalError):
+                    c.execute("INSERT INTO soak_proxy_test VALUES (%s)", (mode,))
+                cut = proxy.cuts()
+                assert [m["fault"] for m in cut] == [mode]
+                c = psycopg.connect(dsn, autocommit=True)
+                for _ in range(3):  # past the connection's first chunks, which are never cut
+                    c.execute("SELECT 1")
+            rows = {r[0] for r in admin.execute("SELECT k FROM soak_proxy_test").fetchall()}
+            # the reply was cut after the server committed; a cut request never ran
+            assert "cut-reply" in rows and "cut-request" not in rows
+            admin.execute("DROP TABLE soak_proxy_test")
+    finally:
+        proxy.close()
+
+
+@pytest.mark.redis
+def test_the_proxy_cuts_a_redis_command_after_it_ran():
+    import redis
+
+    from soak.storm.netfault import upstream_of
+
+    proxy = _Proxy(upstream_of(target(REDIS))[1])
+    try:
+        r = redis.Redis(host="127.0.0.1", port=proxy.port, single_connection_client=True,
+                        retry=redis.retry.Retry(redis.backoff.NoBackoff(), 0))
+        for _ in range(4):
+            r.ping()
+        direct = redis.Redis.from_url(REDIS)
+        direct.delete("soak:proxy-test")
+        proxy.arm("cut-reply")
+        with pytest.raises((redis.ConnectionError, redis.TimeoutError)):
+            r.set("soak:proxy-test", "1")
+        assert [m["fault"] for m in proxy.cuts()] == ["cut-reply"]
+        assert direct.get("soak:proxy-test") == b"1"
+        direct.delete("soak:proxy-test")
+    finally:
+        proxy.close()
+
+
+@pytest.mark.postgres
+@pytest.mark.slow
+def test_postgres_stays_green_under_network_faults_and_the_lost_commit_mutant_is_caught(tmp_path):
+    keys = dict(net_latency_ms=2.0, net_jitter_ms=2.0, net_cut_interval_s=0.3, net_stall_interval_s=1.5,
+                net_stall_ms=300)
+    result, run, events = _storm(PG, tmp_path / "ref", **keys)
+    assert result == "pass", run["verdict"].violations[:3]
+    kinds = {e["v"].get("fault") for e in events if e.get("kind") == "net-cut"}
+    assert {"cut-request", "cut-reply"} <= kinds
+    assert any(e.get("kind") == "net-stall" for e in events)
+    result, run, _ = _storm("mutant:pg-lost-commit-busy", tmp_path / "mutant", **keys)
+    assert result == "fail" and "typed-refusal" in _clauses(run["verdict"])

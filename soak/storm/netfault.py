@@ -222,13 +222,7 @@ class _Proxy:
             if mode and conn.chunks > _ESTABLISHED:
                 self.pending[conn.slot] = 0
                 if mode == 1:  # cut-request: a prefix of the request reaches the server, then it is cut
-                    self.flush(conn, C2S, now, force=True)
-                    k = self.rng.randrange(len(chunk))
-                    try:
-                        conn.server.sendall(chunk[:k])
-                    except OSError:
-                        pass
-                    self.cut_off(conn, now, "cut-request", k, len(chunk))
+                    self.prefix_then_cut(conn, C2S, chunk, now, "cut-request")
                     return
                 if mode == 2:  # cut-reply: the request goes through; the reply is cut when it comes
                     conn.drop_reply = True
@@ -239,13 +233,7 @@ class _Proxy:
             # the reply of the call in flight when the cut was armed, or of the request let through for it
             if not conn.drop_reply:
                 self.pending[conn.slot] = 0
-            k = self.rng.randrange(len(chunk))
-            self.flush(conn, S2C, now, force=True)
-            try:
-                conn.client.sendall(chunk[:k])
-            except OSError:
-                pass
-            self.cut_off(conn, now, "cut-reply", k, len(chunk))
+            self.prefix_then_cut(conn, S2C, chunk, now, "cut-reply")
             return
         delay = self.latency_ns
         if self.jitter_ns:
@@ -254,6 +242,16 @@ class _Proxy:
         conn.last_release[direction] = release
         conn.queues[direction].append((release, chunk))
         self.flush(conn, direction, now)
+
+    def prefix_then_cut(self, conn: _Conn, direction: int, chunk: bytes, now: int, fault: str) -> None:
+        """What was queued, then a random prefix of `chunk` (maybe none of it), then the cut."""
+        self.flush(conn, direction, now, force=True)
+        k = self.rng.randrange(len(chunk))
+        try:
+            (conn.server if direction == C2S else conn.client).sendall(chunk[:k])
+        except OSError:
+            pass
+        self.cut_off(conn, now, fault, k, len(chunk))
 
     def cut_off(self, conn: _Conn, now: int, fault: str, forwarded: int, of: int, hold_ns: int = 0) -> None:
         """End the server side of `conn` now; its worker's side ends once the storm has logged the cut (so the event

@@ -404,6 +404,9 @@ class NetFaults:
         if not self.on:
             return self.target
         self.names[slot] = name
+        # a cut armed for the slot's last incarnation and not yet made is void: it must not land in this one's boot
+        self.ctl[slot * CTL + CUT_MODE] = 0
+        self.ctl[slot * CTL + CUT_SEQ] += 1
         return proxied_target(self.target, int(self.ports[slot]))
 
     def step(self, workers: list[Any]) -> None:

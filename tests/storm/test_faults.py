@@ -209,3 +209,43 @@ def test_postgres_stays_green_under_network_faults_and_the_lost_commit_mutant_is
     assert any(e.get("kind") == "net-stall" for e in events)
     result, run, _ = _storm("mutant:pg-lost-commit-busy", tmp_path / "mutant", **keys)
     assert result == "fail" and "typed-refusal" in _clauses(run["verdict"])
+
+
+@pytest.mark.postgres
+def test_a_cut_armed_for_a_replaced_worker_never_lands_in_its_successors_calls(tmp_path):
+    import random
+
+    import multiprocess
+    import psycopg
+
+    from soak.history import HistoryWriter
+    from soak.scenario import Scenario
+    from soak.storm.netfault import CUT_MODE, CUT_SEQ, NetFaults
+
+    writer = HistoryWriter(tmp_path / "nemesis.jsonl", "nemesis")
+    faults = NetFaults(Scenario(workers=1, net_cut_interval_s=1000.0), target(PG), multiprocess.get_context("spawn"),
+                       writer, random.Random(1), lambda proc: proc.start())
+    try:
+        faults.target_for(0, "w0.1")
+        faults.ctl[CUT_MODE] = 2  # a cut-reply armed for w0.1, which is killed before it lands
+        faults.ctl[CUT_SEQ] += 1
+        spec = faults.target_for(0, "w0.2")
+        conn = psycopg.connect(spec.options["dsn"], autocommit=True)
+        for _ in range(8):  # its boot and first calls
+            conn.execute("SELECT 1")
+        conn.close()
+        faults.drain()
+        assert faults.counts == {}
+        # armed for the live incarnation, the cut lands
+        conn = psycopg.connect(spec.options["dsn"], autocommit=True)
+        for _ in range(4):
+            conn.execute("SELECT 1")
+        faults.ctl[CUT_MODE] = 2
+        faults.ctl[CUT_SEQ] += 1
+        with pytest.raises(psycopg.OperationalError):
+            conn.execute("SELECT 1")
+        faults.drain()
+        assert faults.counts == {"cut-reply": 1}
+    finally:
+        faults.stop()
+        writer.close()

@@ -158,7 +158,7 @@ def _workers_timeline_png(data: RunData) -> bytes:
     ax.invert_yaxis()
     ax.set_xlabel("seconds since the first operation")
     ax.set_title("Tenures per worker (hatched: superseded), stalls (orange), pauses (grey), kills (X), "
-                 "clock skew (blue shade), network stalls (purple bar) and cuts (purple v), "
+                 "clock skew (blue shade),\nnetwork stalls (purple bar) and cuts (purple v), "
                  "probes of a lease the worker believed dead (| refused, * accepted: legal while no successor "
                  "was granted), violations (red lines)", fontsize=9)
     handles = [Patch(color=colour[r], label=r) for r in runs[:10]]

@@ -81,6 +81,19 @@ class Scenario:
     # crashes (SIGKILL, then a fresh incarnation); 0 disables
     kill_interval_s: float = 2.5
     kill_in_call_bias: float = 0.5
+    # clock skew (soak.storm.skew; networked stores only): a share of worker incarnations run with their wall
+    # clock shifted by +-(1..2) x clock_skew_ms through libfaketime, monotonic clocks true; 0 disables
+    clock_skew_ms: int = 0
+    clock_skew_share: float = 0.5
+    # network faults (soak.storm.netfault; networked stores only): each worker's connections pass a fault proxy
+    # adding net_latency_ms +- net_jitter_ms per direction; every net_cut_interval_s a connection is cut inside
+    # a call (before the request or after it reached the server); every net_stall_interval_s one direction of a
+    # worker's connections stalls for net_stall_ms; 0 disables each
+    net_latency_ms: float = 0.0
+    net_jitter_ms: float = 0.0
+    net_cut_interval_s: float = 0.0
+    net_stall_interval_s: float = 0.0
+    net_stall_ms: int = 0
     # end the storm at the first suspect operation (the workload's counter says which); the checker still judges
     stop_on_suspect: bool = False
     # judge the history while the storm runs and end the storm at the first proven violation (the checker still
@@ -173,6 +186,13 @@ _FIELDS: dict[str, tuple[Any, str]] = {
     "kill_in_call_bias": number_key(0, 1),
     "stop_on_suspect": _bool(),
     "stop_on_violation": _bool(),
+    "clock_skew_ms": int_key(0),
+    "clock_skew_share": number_key(0, 1),
+    "net_latency_ms": number_key(0),
+    "net_jitter_ms": number_key(0),
+    "net_cut_interval_s": number_key(0),
+    "net_stall_interval_s": number_key(0),
+    "net_stall_ms": int_key(0),
 }
 #: The storm's own table; a workload adds its own (`Workload.option_tables`, e.g. the runs workload's `mix`).
 _QUORUM = "quorum"

@@ -248,7 +248,9 @@ def test_clock_fake_on_a_store_without_the_declaration_is_a_one_line_usage_error
          "padded-blobs", "writes-then-refuses"],
 )
 def test_broken_store_fails_with_a_short_program(factory, clauses, rule):
-    outcome = model.check_model(factory, settings=FAST)
+    # a broken store is found on the first failing program, so a larger budget costs nothing when the model works;
+    # 100 programs missed epoch-reset-on-release on about 1 seed in 12 (the derandomized seed moves with collection)
+    outcome = model.check_model(factory, settings=Settings(FAST, max_examples=600))
     assert not outcome.passed
     assert outcome.clause in clauses, outcome.error
     assert outcome.steps <= 6, "\n".join(outcome.program)  # usually 2-3; the shrinker can stall a little longer

@@ -119,6 +119,9 @@ def _workers_timeline_png(data: RunData) -> bytes:
         ax.barh(rows[t.process], max(x1 - x0, 0.002), left=x0, height=0.6, color=colour[t.run],
                 hatch="//" if t.ended == "superseded" else None, edgecolor="black", linewidth=0.2)
     pause_start: dict[str, float] = {}
+    last_op: dict[str, float] = {}
+    for op in data.ops:
+        last_op[op.process] = max(last_op.get(op.process, 0.0), data.seconds(op.complete_ns or op.invoke_ns))
     for e in data.events:
         target = e.value.get("target") or e.process
         y = rows.get(target)
@@ -132,6 +135,13 @@ def _workers_timeline_png(data: RunData) -> bytes:
             ax.barh(y, x - x0, left=x0, height=0.9, color="grey", alpha=0.35)
         elif e.kind in ("kill", "timeout-kill") and y is not None:
             ax.plot([x], [y], marker="X", color="red", markersize=9)
+        elif e.kind == "clock-skew" and y is not None:  # the incarnation's whole life runs on the shifted clock
+            ax.barh(y, max(last_op.get(target, x) - x, 0.002), left=x, height=0.9, color="deepskyblue", alpha=0.15)
+        elif e.kind == "net-stall" and y is not None:
+            ax.barh(y, e.value.get("ms", 0) / 1000.0, left=x, height=0.25, color="purple", alpha=0.6)
+        elif e.kind == "net-cut" and y is not None:
+            at = data.seconds(e.value["at_ns"]) if isinstance(e.value.get("at_ns"), int) else x
+            ax.plot([at], [y], marker="v", color="purple", markersize=7)
     stale_ok, stale_refused = defaultdict(list), defaultdict(list)
     for op in data.ops:
         if op.intent in ("stale", "cross") and op.lease is not None and op.process in rows:  # probes, not reads
@@ -148,6 +158,7 @@ def _workers_timeline_png(data: RunData) -> bytes:
     ax.invert_yaxis()
     ax.set_xlabel("seconds since the first operation")
     ax.set_title("Tenures per worker (hatched: superseded), stalls (orange), pauses (grey), kills (X), "
+                 "clock skew (blue shade),\nnetwork stalls (purple bar) and cuts (purple v), "
                  "probes of a lease the worker believed dead (| refused, * accepted: legal while no successor "
                  "was granted), violations (red lines)", fontsize=9)
     handles = [Patch(color=colour[r], label=r) for r in runs[:10]]

@@ -5,7 +5,8 @@ Each is the reference `postgresql://` or `redis://` store with one thing changed
 local test servers), so `soak selftest --mutant NAME` and every command taking a spec can name them.
 The classes live beside their backends (`postgres_mutants`, `redis_mutants`) and load only when opened,
 so a machine without a driver still resolves every other spec. `waits_for` names the fault a mutant
-needs before a suite can see it break (the clock-skew and network nemeses are not built yet).
+needs before a suite can see it break: the storm's clock-skew or network nemesis (`scenarios/networked.toml`
+turns both on; conformance has neither).
 """
 
 from __future__ import annotations

@@ -38,8 +38,10 @@ from soak.rundir import (
 )
 from soak.scenario import Scenario, dump_scenario
 from soak.stores import redact
+from soak.storm.netfault import NetFaults, check_netfaults
 from soak.storm.nemesis import Nemesis, WorkerHandle, call_elapsed_ns, call_state
 from soak.storm.quorum import QuorumTracker
+from soak.storm.skew import ClockSkew, check_skew, skewed_worker_entry, spawn_environment
 from soak.storm.worker import (
     BOOT_FAILED,
     DONE,
@@ -216,6 +218,10 @@ class _Storm:
         self.events = HistoryWriter(run_dir / EVENTS_FILE, "nemesis")
         self.surfaces = surface_codes(self.workload)
         self.nemesis = self._nemesis()
+        self.skew = ClockSkew(scenario, random.Random(derive_seed(scenario.seed, -2, 0)), self.events)
+        # the fault proxy between the workers and a networked store's server (soak.storm.netfault)
+        self.net = NetFaults(scenario, target, self.mp, self.events, random.Random(derive_seed(scenario.seed, -3, 0)),
+                             _start)
         self.quorum = QuorumTracker(self.history_dir, self.workload.new_counter(scenario), scenario.quorum)
         self.timeline = open(run_dir / QUORUM_FILE, "a")  # one line of counts per second, written live
         self.hung: dict[str, int] = {}  # surface -> store calls killed for exceeding call_timeout_s
@@ -237,16 +243,19 @@ class _Storm:
         name = process_name(slot, inc)
         seed = derive_seed(self.sc.seed, slot, inc)
         self.worker_seeds[name] = seed
-        spec = WorkerSpec(slot, inc, seed, self.target, str(self.location), self.sc, str(self.history_dir), os.getpid())
+        spec = WorkerSpec(slot, inc, seed, self.net.target_for(slot, name), str(self.location), self.sc, str(self.history_dir), os.getpid())
         state = self.mp.RawArray("q", SLOTS)
-        proc = self.mp.Process(target=worker_entry, args=(name, str(self.history_dir), dill.dumps(spec), state,
-                                                          self.stop_flag, self.go_flag, self.board), name=name,
-                                daemon=True)
-        _start(proc)
+        skew = self.skew.draw(name)  # the environment of a worker whose wall clock is shifted (soak.storm.skew)
+        proc = self.mp.Process(target=skewed_worker_entry if skew else worker_entry,
+                               args=(name, str(self.history_dir), dill.dumps(spec), state, self.stop_flag,
+                                     self.go_flag, self.board), name=name, daemon=True)
+        with spawn_environment(skew):
+            _start(proc)
         handle = WorkerHandle(name, slot, inc, seed, proc, state, self.surfaces)
         self.handles.append(handle)
         self.events.event("spawn", {"target": name, "pid": proc.pid, "slot": slot, "incarnation": inc,
                                     "reason": reason})
+        self.skew.log(name, proc.pid)
         return handle
 
     def release_boot_barrier(self, timeout_s: float = 30.0) -> None:
@@ -496,10 +505,11 @@ class _Storm:
                             status = "violation"
                             extra["stopped_early"] = {"reason": "violation", "at_s": round((now - start) / 1e9, 3)}
                             break
-                        if self.sc.stop_on_suspect and self.quorum.suspects:
+                        suspects = [s for s in self.quorum.suspects if not self.net.excused(s)]
+                        if self.sc.stop_on_suspect and suspects:
                             # stop at the first suspect; the checker decides from the history
                             status = "suspect"
-                            first = self.quorum.suspects[0]
+                            first = suspects[0]
                             extra["stopped_early"] = {"reason": first["reason"], "at_s": round((now - start) / 1e9, 3),
                                                       "suspect": first}
                             break
@@ -510,6 +520,7 @@ class _Storm:
                         status = "timeout"
                         break
                     self.nemesis.step(self.live())  # killed workers are replaced in reap()
+                    self.net.step(self.live())
                     self.check_call_timeouts()
                     self.reap()
                     if self.ended():
@@ -520,6 +531,9 @@ class _Storm:
         finally:
             self.early_stop.value = 1
             extra.update(self.stop_all())
+            net = self.net.stop()
+            if net is not None:
+                extra["net_faults"] = net
             early = self.finish_early()
             if early is not None:
                 extra["early_judge"] = early
@@ -527,6 +541,8 @@ class _Storm:
         extra["stop_reason"] = status
         extra["hung_calls"] = dict(self.hung)  # the checker names each one (call-returns)
         extra["strikes"] = dict(self.nemesis.strikes)
+        if self.skew.ms:
+            extra["clock_skew"] = self.skew.summary()
         self.quorum.poll()
         self.quorum.finish()
         self._sample(now_ns() - start)
@@ -628,6 +644,8 @@ def run_storm(
     if target is None or isinstance(target, str):
         target = resolve(target or scenario.store, kind=store_kind(get_workload(scenario.workload)))
     ensure_shared(target)
+    check_skew(scenario, target)
+    check_netfaults(scenario, target)
     if scenario.stop_on_violation and not get_workload(scenario.workload).check_plan().bounded:
         raise ScenarioError(f"stop_on_violation: the {scenario.workload} workload's checker cannot judge a storm "
                             "while it runs yet (it does not settle time slices); set stop_on_violation = false")

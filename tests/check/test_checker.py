@@ -374,3 +374,22 @@ def test_every_clause_names_the_module_that_checks_it():
     for module in table:
         if not module.startswith("soak."):
             __import__(f"soak.workloads.runs.check.{module}")
+
+
+def test_an_untyped_answer_to_a_stale_call_a_network_cut_landed_in_is_unknown_not_typed_refusal():
+    from soak.history import Record
+
+    h = clean_history()
+    # the stale append of test_refusal_of_the_wrong_type, answered untyped because the fault proxy cut its connection
+    h.append("w1.1", Lease("r1", "w1.1", 1), 4, 250, outcome="info", error="OperationalError", dur=3)
+    h.ops.append(Record("event", "nemesis", int(251.5 * 1_000_000), kind="net-cut",
+                        value={"target": "w1.1", "fault": "cut-request", "at_ns": int(251 * 1_000_000)}))
+    assert not [x for x in run_check(h).violations if x.clause == "typed-refusal"]
+    # a cut of another worker, or one after the call ended, excuses nothing
+    h2 = clean_history()
+    h2.append("w1.1", Lease("r1", "w1.1", 1), 4, 250, outcome="info", error="OperationalError", dur=3)
+    h2.ops.append(Record("event", "nemesis", int(251.5 * 1_000_000), kind="net-cut",
+                         value={"target": "w2.1", "fault": "cut-request", "at_ns": int(251 * 1_000_000)}))
+    h2.ops.append(Record("event", "nemesis", int(260 * 1_000_000), kind="net-cut",
+                         value={"target": "w1.1", "fault": "cut-request", "at_ns": int(259 * 1_000_000)}))
+    assert [x for x in run_check(h2).violations if x.clause == "typed-refusal"]

@@ -1,7 +1,8 @@
 """Fencing, judged per tenure and per refusal: `run-match` (a lease used on another run, found while folding),
 `stale-rejected` and `stale-lease-ops` (anything accepted from a non-grantee, under an epoch before it was issued,
-or invoked after the tenure was superseded or released), `typed-refusal` (an untyped answer to a stale operation),
-`live-accepted` (a refusal under a tenure that was surely current and live, with no takeover attempted).
+or invoked after the tenure was superseded or released), `typed-refusal` (an untyped answer to a stale operation,
+unless the network fault nemesis cut the connection while it was in flight: then it is unknown), `live-accepted`
+(a refusal under a tenure that was surely current and live, with no takeover attempted).
 `unleased-passthrough` (an unleased mutation refused by the fence) is found while folding, like `run-match`.
 """
 
@@ -65,6 +66,7 @@ def check_grantees(facts: Facts, tenures: Iterable[_Tenure] | None = None) -> li
 def check_fencing(facts: Facts, tenures: Iterable[_Tenure] | None = None) -> list[Violation]:
     """Real time: nothing accepted under a tenure (of `tenures`, default all) invoked after it was superseded or released."""
     out: list[Violation] = []
+    cuts: dict[str, list[int]] | None = None
     for t in facts.tenures.values() if tenures is None else tenures:
         if t.mut is None and t.lop is None and t.unt is None:
             continue
@@ -90,12 +92,36 @@ def check_fencing(facts: Facts, tenures: Iterable[_Tenure] | None = None) -> lis
             ))
         if t.unt is not None and t.unt_inv > when:
             ev = evidence(t.unt)
+            if cuts is None:
+                cuts = net_cuts(facts)
+            if cut_in_flight(cuts, ev):
+                continue  # the answer is the cut's, not the store's: unknown, as the contract says
             out.append(Violation(
                 "typed-refusal",
                 f"{ev.f} under stale epoch {t.epoch} of run {t.run} raised untyped {ev.error} instead of LeaseHeldError",
                 (ev, *cite),
             ))
     return out
+
+
+def net_cuts(facts: Facts) -> dict[str, list[int]]:
+    """Worker -> the instants (monotonic ns) the network fault nemesis cut one of its connections (`net-cut`)."""
+    cuts: dict[str, list[int]] = {}
+    for e in facts.events:
+        if getattr(e, "kind", None) == "net-cut" and isinstance(e.value.get("at_ns"), int):
+            cuts.setdefault(e.value.get("target"), []).append(e.value["at_ns"])
+    for v in cuts.values():
+        v.sort()
+    return cuts
+
+
+def cut_in_flight(cuts: dict[str, list[int]], ev: Any) -> bool:
+    """True where a cut of the operation's worker landed between its invocation and its completion."""
+    at = cuts.get(ev.process)
+    if not at or ev.complete_ns is None:
+        return False
+    i = bisect.bisect_left(at, ev.invoke_ns)
+    return i < len(at) and at[i] <= ev.complete_ns
 
 
 def check_refusals(facts: Facts, refusals: Iterable[tuple[str, int, str, Any]] | None = None) -> list[Violation]:

@@ -311,6 +311,19 @@ def open_always_busy(location: str, *, lease_ttl_ms: int) -> AlwaysBusy:
     return AlwaysBusy(lease_ttl_ms)
 
 
+_boots = {"n": 0}
+
+
+def open_busy_at_boot(location: str, *, lease_ttl_ms: int, clock=None) -> SqliteStore:
+    """The reference store behind a factory that answers `StoreBusyError` to every other open in a process (the
+    first included): bootstrap contention reported the way the contract allows, which every caller must retry."""
+    _boots["n"] += 1
+    if _boots["n"] % 2:
+        raise StoreBusyError("bootstrap busy: another process is creating the schema")
+    extra = {"clock": clock} if clock is not None else {}
+    return SqliteStore(os.path.join(location, "store.db"), lease_ttl_ms=lease_ttl_ms, **extra)
+
+
 class HangingPutMeta(SqliteStore):
     """The reference store whose `put_meta` never returns (a lost reply, a lock never granted)."""
 

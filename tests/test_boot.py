@@ -31,6 +31,12 @@ def test_a_fail_fast_store_boots_sixteen_processes_twenty_times(capsys):
     assert out.strip().splitlines()[-1] == "PASS"
 
 
+def test_a_factory_that_answers_busy_is_retried(capsys):
+    assert main(["boot", "--store", "tests.contract_stores:open_busy_at_boot", "-n", "4"]) == 0
+    out = capsys.readouterr().out
+    assert "failures 0" in out and "StoreBusyError answer(s) retried" in out
+
+
 def test_a_vendor_store_over_plain_sqlite3_boots():
     report = boot_storm("tests.contract_stores:open_store", processes=16, rounds=5)
     assert report.ok and report.verdict == "pass", report.summary() + str(report.undecided[:1])

@@ -196,6 +196,12 @@ def test_fail_fast_busy_sqlite_passes_and_its_retries_are_counted(capsys):
     assert {r["clause"] for r in data["results"]} == set(CLAUSES)
 
 
+def test_a_factory_that_answers_busy_is_retried_and_passes(capsys):
+    code, data = _cli_json(capsys, "--store", "tests.contract_stores:open_busy_at_boot")
+    assert code == 0, [r for r in data["results"] if r["status"] != "pass"]
+    assert data["busy"]["retries"] > 0 and data["busy"]["exhausted"] == 0
+
+
 def test_a_store_that_only_answers_busy_is_inconclusive_never_failed(capsys):
     t0 = time.monotonic()
     code, data = _cli_json(capsys, "--store", "tests.contract_stores:open_always_busy")

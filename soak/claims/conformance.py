@@ -303,15 +303,7 @@ class Ctx:
 
 def open_retrying(target: StoreTarget, location: str, ttl_ms: int, **extra: Any) -> Any:
     """`target.open`, retried while the factory fails with `StoreBusyError` (bootstrap contention)."""
-    def attempt() -> Any:
-        try:
-            return target.open(location, ttl_ms, timeout_s=None, **extra)
-        except StoreBootError as exc:
-            if isinstance(exc.__cause__, StoreBusyError):
-                raise exc.__cause__ from exc
-            raise
-
-    return retry_busy(attempt, "open (the store factory)")
+    return target.open_retrying(location, ttl_ms, timeout_s=None, **extra)
 
 
 class Suite:

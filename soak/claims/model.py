@@ -62,8 +62,7 @@ from soak.model._driver import ContractViolation, ModelInconclusive
 from soak.model._profiles import model_settings
 from soak.model._runner import _find, _is_step, _program_from
 from soak.retry import BusyCount, BusyExhausted, retry_busy
-from soak.spi import StoreBusyError
-from soak.stores import StoreTarget
+from soak.stores import StoreTarget, retry_busy_boot
 
 __all__ = ["CLAIMANTS", "CLAIMS_MODEL_NEVER_EXERCISES", "ClaimViolation", "ClaimsMachine", "ClaimsModelOutcome",
            "FAKE_TTL_MS", "PROJECTS", "REAL_TTL_MS", "TASKS", "claims_machine_for", "run_claims_model"]
@@ -201,16 +200,8 @@ class ClaimsMachine(RuleBasedStateMachine):
 
     @classmethod
     def _busy(cls, what: str, call: Callable[[], Any]) -> Any:
-        def attempt() -> Any:
-            try:
-                return call()
-            except StoreBootError as exc:  # a boot that failed because the store answered busy
-                if isinstance(exc.__cause__, StoreBusyError):
-                    raise exc.__cause__ from exc
-                raise
-
         try:
-            return retry_busy(attempt, what, count=cls.stats.busy)
+            return retry_busy_boot(call, what, count=cls.stats.busy)
         except BusyExhausted as exc:
             raise _inconclusive(exc) from exc
 

@@ -44,7 +44,10 @@ _NOT_STORE_C = frozenset({"builtins", "_thread", "time", "threading", "_io", "io
 _SKIP_FILES = HARNESS_FILES | {__file__}
 
 PAUSE_S = 0.02  # how long the victim waits at a point for a takeover to get through
-THIEVES = 48  # takeover attempts that may be under way at once in one trial (one per point: no call here has more)
+#: Thieves, each with its own store object (for a networked store, its own connection): a trial tries takeovers at
+#: this many consecutive points at most, one thief each (against an atomic store every attempt blocks until the
+#: victim's call commits), so a call with more points takes more trials, never more connections.
+THIEVES = 8
 MAX_TRIALS = 1024  # a trial covers one point at least; a call with more points than this is not covered
 
 
@@ -72,13 +75,13 @@ def check_atomic_fence(ctx: Ctx) -> None:
             start, trials, points, covered = 0, 0, 0, False
             while trials < MAX_TRIALS:
                 trials += 1
-                why, through_at, points = _race_once(ctx, victim, thieves, surface, start)
+                why, through_at, points, tried_to = _race_once(ctx, victim, thieves, surface, start)
                 if why:
                     raise CheckFailed(f"{surface}: {why}")
-                if through_at is None or through_at + 1 >= points:
+                start = through_at + 1 if through_at is not None else tried_to
+                if start >= points:
                     covered = True
                     break
-                start = through_at + 1
             if not covered:
                 raise Inconclusive(f"{surface}: {trials} trials covered {start} of the {points} return points of the "
                                    "fenced call; the rest were not tried")
@@ -113,10 +116,12 @@ def _victim_op(victim: Any, surface: str, run: str, ref: str, lease: Lease):
 
 
 def _race_once(ctx: Ctx, victim: Any, thieves: list[StoreThread], surface: str,
-               start_at: int) -> tuple[str, int | None, int]:
-    """One trial: the victim's fenced `surface` call, with takeovers tried from point `start_at` on.
+               start_at: int) -> tuple[str, int | None, int, int]:
+    """One trial: the victim's fenced `surface` call, with takeovers tried at the points from `start_at` on, one
+    thief per point, as many points as there are thieves.
 
-    Returns (why it is unsafe or '', the point the thief got through at, how many points the call had)."""
+    Returns (why it is unsafe or '', the point the thief got through at, how many points the call had, the first
+    point not tried)."""
     clock = ctx.clock
     watch = ctx.suite.watch
     run = f"af-{surface}-{start_at}"
@@ -133,7 +138,7 @@ def _race_once(ctx: Ctx, victim: Any, thieves: list[StoreThread], surface: str,
     box: dict[str, Any] = {}
     box_lock = threading.Lock()
     attempts: list[Any] = []  # futures of this trial's takeover attempts
-    state: dict[str, Any] = {"armed": True, "point": -1, "through_at": None}
+    state: dict[str, Any] = {"armed": True, "point": -1, "through_at": None, "tried_to": start_at}
 
     def attempt(thief: Any) -> None:  # runs in a thief's thread, on its own store object
         try:
@@ -164,9 +169,10 @@ def _race_once(ctx: Ctx, victim: Any, thieves: list[StoreThread], surface: str,
     def point() -> None:
         sys.setprofile(None)
         state["point"] += 1
-        if state["point"] >= start_at and not done.is_set():
+        if start_at <= state["point"] == state["tried_to"] and not done.is_set():
             idle = next((t for t in thieves if t.idle()), None)
-            if idle is not None:
+            if idle is not None:  # none idle: this point and the rest are left to the next trial
+                state["tried_to"] += 1
                 watch.pause_begin()
                 if clock is None and time.monotonic() < expiry + 0.005:
                     time.sleep(expiry + 0.005 - time.monotonic())  # let the tenure lapse right here
@@ -232,18 +238,19 @@ def _race_once(ctx: Ctx, victim: Any, thieves: list[StoreThread], surface: str,
             raise exc
         raise CheckFailed(f"{surface}: the thief's takeover raised {type(exc).__name__}: {one_line(exc)}")
     if "double" in box:
-        return f"two thieves were both granted the run: {box['double'][0]} and {box['double'][1]}", through_at, points
+        return (f"two thieves were both granted the run: {box['double'][0]} and {box['double'][1]}", through_at, points,
+                state["tried_to"])
     if "lease" not in box:
         raise CheckFailed(f"{surface}: no thief could acquire the run after the victim's tenure expired")
     succ: Lease = box["lease"]
     if succ.epoch <= lease.epoch:
         raise CheckFailed(f"{surface}: the takeover got epoch {succ.epoch}, not above the victim's {lease.epoch}")
     if not accepted:
-        return "", through_at, points  # the store re-checked and refused: safe
+        return "", through_at, points, state["tried_to"]  # the store re-checked and refused: safe
     why = thieves[0].run(lambda thief: _race_witness(thief, surface, run, ref, succ, box))
     if why and through_at is not None:
         why += f" (takeover at return point {through_at} of {points} in the call)"
-    return why, through_at, points
+    return why, through_at, points, state["tried_to"]
 
 
 def _acquire_after_expiry(thief: Any, run: str, victim_ttl_ms: int, realtime: bool) -> Lease:

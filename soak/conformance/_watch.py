@@ -26,6 +26,7 @@ from typing import Any
 import soak.clock
 import soak.retry
 from soak.retry import BUSY_ATTEMPTS, BusyCount, BusyExhausted, retry_busy
+from soak.stores import retry_busy_boot
 from soak.spi import JournalEntry, Lease, RunMeta, StoreBusyError
 
 __all__ = ["Abandoned", "Board", "HARNESS_FILES", "KIND_CALL", "KIND_OPEN", "STUCK_AFTER", "StillBusy", "Watch",
@@ -191,8 +192,9 @@ class Watch:
         return result
 
     def open(self, fn: Callable[[], Any], label: str) -> Any:
-        """A store factory call: published (a crash inside it is the store's), never retried."""
-        return self._once(fn, label, (), KIND_OPEN)
+        """A store factory call: published (a crash inside it is the store's); a factory that answers
+        `StoreBusyError` is retried like any call (CONTRACT: busy is always retryable, at boot too)."""
+        return retry_busy_boot(lambda: self._once(fn, label, (), KIND_OPEN), label, count=self.busy)
 
     def _once(self, fn: Callable[..., Any], label: str, args: tuple, kind: int) -> Any:
         if self.abandoned:

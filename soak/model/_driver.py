@@ -24,8 +24,8 @@ from soak.clock import FakeClock
 from soak.errors import HarnessError, ScenarioError, StoreBootError
 from soak.oracle import LeaseStanding, Oracle
 from soak.retry import BusyCount, BusyExhausted, retry_busy
-from soak.spi import JournalEntry, Lease, LeaseHeldError, RunMeta, StoreBusyError, StoreError
-from soak.stores import StoreTarget
+from soak.spi import JournalEntry, Lease, LeaseHeldError, RunMeta, StoreError
+from soak.stores import StoreTarget, retry_busy_boot
 
 __all__ = ["FAKE_TTL_MS", "REAL_TTL_MS", "CallOutcome", "ContractViolation", "ModelInconclusive", "RunStats",
            "StoreDriver"]
@@ -190,17 +190,8 @@ class StoreDriver(RuleBasedStateMachine):
     @classmethod
     def _busy_boot(cls, what: str, call: Callable[[], T]) -> T:
         """A store boot (or probe), retried while it fails because the store answered busy."""
-
-        def attempt() -> T:
-            try:
-                return call()
-            except StoreBootError as exc:
-                if isinstance(exc.__cause__, StoreBusyError):
-                    raise exc.__cause__ from exc
-                raise
-
         try:
-            return retry_busy(attempt, what, count=cls.stats.busy)
+            return retry_busy_boot(call, what, count=cls.stats.busy)
         except BusyExhausted as exc:
             raise _exhausted(exc) from exc
 

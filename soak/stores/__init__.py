@@ -22,9 +22,11 @@ from typing import Any
 from urllib.parse import parse_qsl
 
 from soak.errors import StoreBootError, StoreSpecError
-from soak.spi import FencedRunStore
+from soak.retry import BusyCount, retry_busy
+from soak.spi import FencedRunStore, StoreBusyError
 
-__all__ = ["StoreTarget", "declares_injectable_clock", "networked", "redact", "register_scheme", "resolve", "SCHEMES"]
+__all__ = ["StoreTarget", "declares_injectable_clock", "networked", "redact", "register_scheme", "resolve",
+           "retry_busy_boot", "SCHEMES"]
 
 _REQUIRED = (
     "lease_ttl_ms", "fenced_writes", "acquire", "renew", "release", "append", "load", "put_meta",
@@ -79,6 +81,12 @@ class StoreTarget:
             )
         return store
 
+    def open_retrying(self, location: str, lease_ttl_ms: int, *, timeout_s: float | None = 60.0,
+                      count: BusyCount | None = None, what: str = "open (the store factory)", **extra: Any) -> Any:
+        """`open`, retried while the factory answers `StoreBusyError` (CONTRACT: busy is always retryable, at boot
+        too); `soak.retry.BusyExhausted` once the attempts are used up."""
+        return retry_busy_boot(lambda: self.open(location, lease_ttl_ms, timeout_s=timeout_s, **extra), what,
+                               count=count)
 
     def cleanup(self, location: str | os.PathLike[str]) -> None:
         """Remove what the store keeps outside `location` for it and for every location under it (a networked
@@ -105,6 +113,20 @@ class StoreTarget:
                 store.close()
             except Exception:  # noqa: BLE001 - the probe only reads a declaration
                 pass
+
+
+def retry_busy_boot(boot: Callable[[], Any], what: str, *, count: BusyCount | None = None) -> Any:
+    """`boot()` (a `StoreTarget.open` or a probe that opens), retried while it fails because the factory answered
+    `StoreBusyError` (which `open` wraps in `StoreBootError`); `BusyExhausted` once the attempts are used up."""
+    def attempt() -> Any:
+        try:
+            return boot()
+        except StoreBootError as exc:
+            if isinstance(exc.__cause__, StoreBusyError):
+                raise exc.__cause__ from exc
+            raise
+
+    return retry_busy(attempt, what, count=count)
 
 
 def declares_injectable_clock(store: Any) -> bool:

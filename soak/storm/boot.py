@@ -155,7 +155,7 @@ def _worker(index: int, target: StoreTarget, lease_ttl_ms: int, tasks: Any, resu
         boot_s = None
         busy = BusyCount()
         try:
-            store = target.open(location, lease_ttl_ms, timeout_s=None)
+            store = target.open_retrying(location, lease_ttl_ms, timeout_s=None, count=busy)
             boot_s = time.monotonic() - t0
             try:
                 lapsed = _round_trip(store, index, lease_ttl_ms, busy)

@@ -145,6 +145,7 @@ def worker_main(spec: WorkerSpec, state: Any, stop: Any, go: Any, board: Any = N
     import random
 
     from soak.errors import StoreBootError
+    from soak.retry import BusyExhausted
     from soak.history import HistoryWriter
     from soak.spi import StoreError
     from soak.storm.strike import MODES, StrikeTimer
@@ -212,7 +213,7 @@ def worker_main(spec: WorkerSpec, state: Any, stop: Any, go: Any, board: Any = N
     enter(index, "open")
     try:
         try:
-            store = spec.target.open(spec.location, sc.lease_ttl_ms, timeout_s=None)
+            store = spec.target.open_retrying(spec.location, sc.lease_ttl_ms, timeout_s=None)
         except Exception:
             raise
         except BaseException as exc:  # the factory tried to end the process: end it, still inside the call
@@ -220,6 +221,12 @@ def worker_main(spec: WorkerSpec, state: Any, stop: Any, go: Any, board: Any = N
                                         "message": (str(exc) or repr(exc))[:300]})
             writer.close()
             os._exit(STORE_EXIT_STATUS)
+    except BusyExhausted as exc:  # busy on every attempt: undecided, never a violation
+        leave()
+        writer.complete(index, "info", error="BusyExhausted", message=str(exc))
+        state[PHASE] = BOOT_FAILED
+        writer.close()
+        sys.exit(4)
     except StoreBootError as exc:
         leave()
         cause = exc.__cause__

@@ -296,18 +296,11 @@ def test_store_breaks_its_cell_where_the_reference_does_not(name, tmp_path):
 
 # What the smoke storm does not catch (benchmarks/redteam.py; 3 storms each before the coverage probes, 2 each
 # after them, which caught 7 of the 11 listed then): the reason names the cell the storm does not reach.
-NOT_CAUGHT: dict[str, str] = {
-    "EpochLostOnEmptyDelete": "storm does not reach cell (delete, a run with no journal): side cycles append first",
-    "MetaAcquireClock": "storm does not reach cell (put_meta, live own after a renew): renews land ms after the "
-                        "acquire, so no write falls between acquire + ttl and renew + ttl",
-    "BlobDeleteUnleasedRefused": "storm does not reach cell (blob delete, no lease, on a leased run): its unleased probes write only to a run nobody leases",
-}
+NOT_CAUGHT: dict[str, str] = {}  # every store is caught since the renewed, empty-delete and unleased-held probes
 # Caught, but the clause is named only now and then (7 storms in 10): the storm blames stale-rejected for a
 # refused expired-unsuperseded put that wrote anyway once a successor reads it. Not strict, since it is not
 # deterministic; the report to the integrator calls this attribution a defect.
 MISNAMED: dict[str, str] = {
-    "AcquireReentrant": "the reentrant probe catches it (2 of 2 storms fail), but the storm names epoch-monotonic "
-                        "(the second grant's epoch), not lease-exclusive",
     "BlobPutRefusalMutates": "storm names typed-refusal in 7 of 10 runs; otherwise only stale-rejected (cell "
                              "(blob put, expired unsuperseded) is read as a superseded write)",
 }

@@ -43,6 +43,23 @@ def test_epoch_granted_twice():
     assert dup and {e.process for e in dup[0].evidence} == {"w2.1", "w3.1"}
 
 
+def test_an_acquire_granted_to_the_live_holder_again_is_lease_exclusive_too():
+    h = H()
+    h.acquire("w1.1", "r1", 0, 1)
+    h.acquire("w1.1", "r1", 30, 1)  # 30 ms into a 100 ms tenure, to its own holder: the same epoch again
+    v = run_check(h)
+    assert {"epoch-monotonic", "lease-exclusive"} <= clauses(v)
+    hit = next(x for x in v.violations if x.clause == "lease-exclusive")
+    assert "while that tenure was live" in hit.statement
+
+
+def test_the_same_epoch_granted_again_after_its_ttl_is_not_lease_exclusive():
+    h = H()
+    h.acquire("w1.1", "r1", 0, 1)
+    h.acquire("w1.1", "r1", 300, 1)  # well past the ttl: a reused epoch, but no live tenure was overlapped
+    assert clauses(run_check(h)) & {"epoch-monotonic", "lease-exclusive"} == {"epoch-monotonic"}
+
+
 def test_epochs_must_rise_with_grant_order():
     h = H()
     h.acquire("w1.1", "r1", 0, 5)

@@ -105,3 +105,31 @@ def test_a_reacquire_refused_right_after_release_is_ttl_honoured():
     h.acquire("w2.1", "r1", 410, None, outcome="fail", intent="reacquire")
     v = run_check(h)
     assert any("released" in s for s in statements(v, "ttl-honoured")), v.violations
+
+
+def test_a_renewed_holder_refused_past_its_first_renews_ttl_is_live_accepted():
+    h = H()
+    a = h.acquire("w1.1", "r1", 0, 1)
+    h.renew("w1.1", a, 10)
+    h.renew("w1.1", a, 60)  # the tenure is live until at least 160 (ttl 100)
+    h.put_meta("w1.1", a, 115, outcome="fail", error="LeaseHeldError", intent="renewed")
+    v = run_check(h)
+    assert statements(v, "live-accepted"), v.violations
+
+
+def test_an_unleased_delete_of_a_blob_never_written_refused_on_a_held_run_is_unleased_passthrough():
+    h = H()
+    h.acquire("w1.1", "r1", 0, 1)
+    h.op("w1.1", "blob_delete", "r1", 10, args={"ref": "r1/ul-never"}, outcome="fail", error="LeaseHeldError",
+         intent="unleased_held")
+    v = run_check(h)
+    assert statements(v, "unleased-passthrough"), v.violations
+
+
+def test_the_same_unleased_delete_accepted_passes():
+    h = H()
+    a = h.acquire("w1.1", "r1", 0, 1)
+    h.op("w1.1", "blob_delete", "r1", 10, args={"ref": "r1/ul-never"}, intent="unleased_held")
+    h.release("w1.1", a, 20)
+    v = run_check(h)
+    assert v.result == "pass", v.violations

@@ -63,12 +63,14 @@ _RELATIONS: dict[str, tuple[tuple[str, ...], bool, str, str]] = {
     "cross": (("cross",), True, "refused", "a live lease of another run (for a blob: of another run than the ref's)"),
     "cross_dead": (("stale",), True, "refused", "a dead lease of another run"),
     "unleased": (("unleased",), False, "accepted", "no lease, on a run nobody leases"),
+    "renewed": (("renewed",), False, "accepted",
+                "the live tenure renewed twice, past the first renew's ttl (within the latest's)"),
 }
 #: what each relation means, for the table
 RELATION_MEANING: dict[str, str] = {rel: v[3] for rel, v in _RELATIONS.items()}
 #: relation -> the clause it tests where not the fence's own (stale-rejected / stale-lease-ops)
 _RELATION_CLAUSE = {"live": "live-accepted", "cross": "run-match", "cross_dead": "run-match",
-                    "unleased": "unleased-passthrough"}
+                    "unleased": "unleased-passthrough", "renewed": "live-accepted"}
 
 
 def _cells() -> tuple[Cell, ...]:
@@ -77,11 +79,18 @@ def _cells() -> tuple[Cell, ...]:
         for rel, (intents, cross, expected, _) in _RELATIONS.items():
             if surface in LEASE_OPS and rel in ("cross", "cross_dead", "unleased"):
                 continue  # a lease operation names no run but its lease's, and needs a lease
+            if rel == "renewed" and surface in ("delete", "release"):
+                continue  # main runs are never deleted; a release ends the tenure the probe goes on with
             if surface == "delete" and rel == "live":
                 intents = ("side",)  # main runs are never deleted; side runs are, in every deletion cycle
             out.append(Cell(surface, rel, _RELATION_CLAUSE.get(rel, _fence_clause(surface)), expected, intents, cross))
     out.append(Cell("append", "order", "journal-a5", "refused (JournalOrderError)", ("order",), False,
                     "JournalOrderError"))
+    out.append(Cell("delete", "live_empty", "live-accepted",
+                    "accepted; the epoch mark survives (the next grant is above it: acquire.after_delete)",
+                    ("side_empty",)))
+    out.append(Cell("blob_delete", "unleased_held", "unleased-passthrough", "accepted (a missing ref: a no-op)",
+                    ("unleased_held",)))
     out += [
         Cell("acquire", "free", "epoch-monotonic", "granted, epoch above every one issued", ("live", "side"), False,
              "ok"),
@@ -111,7 +120,8 @@ UNREACHABLE: tuple[tuple[str, str, str, str, str], ...] = (
      "conformance drives it with the store's clock (expired-unsuperseded)"),
     ("mutations", "unleased_held", "unleased-passthrough", "accepted",
      "unleased writes are ordered by no tenure, so a run mixing them with fenced writes has no decidable final "
-     "state; conformance checks it (unleased-while-held)"),
+     "state; conformance checks it (unleased-while-held); the storm presents only the one that changes nothing, an "
+     "unleased delete of a blob never written (blob_delete.unleased_held)"),
     ("any", "store_clock", "store-clock", "expiry by the store's clock",
      "the storm runs on one machine's clock; conformance checks it with an injectable clock"),
 )

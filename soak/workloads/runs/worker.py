@@ -45,7 +45,12 @@ UNLEASED_RUN = "ul"
 #: The mutations a cross-run probe turns through, and the unleased probe makes in this order.
 _MUTATION_KINDS = ("append", "put_meta", "blob_put", "blob_delete", "delete")
 #: The coverage probes a live tenure's `probe` mix key turns through.
-_PROBES = ("impostor", "future", "unleased", "reentrant")
+_PROBES = ("impostor", "future", "unleased", "reentrant", "renewed")
+#: A blob name no worker ever writes: the unleased probe deletes it on the run it holds (a no-op it must accept).
+NEVER_WRITTEN_BLOB = "ul-never"
+#: The shapes of a side run's deletion cycle: what the run holds when it is deleted (every write surface, nothing
+#: written, only its meta): a store may treat the delete of an empty run differently and drop its epoch mark.
+_SIDE_SHAPES = ("full", "empty", "meta")
 
 
 def _altered(payload: bytes, tag: str | None) -> bool:
@@ -96,7 +101,8 @@ class _Worker:
         # deleted; turns through the probes and the cross-run surfaces (every one reached in every storm)
         self.past: dict[str, tuple[Lease, bool]] = {}
         self.deleted: set[str] = set()
-        self.turn = {"probe": self.rng.randrange(len(_PROBES)), "cross": self.rng.randrange(len(_MUTATION_KINDS))}
+        self.turn = {"probe": self.rng.randrange(len(_PROBES)), "cross": self.rng.randrange(len(_MUTATION_KINDS)),
+                     "side": self.rng.randrange(len(_SIDE_SHAPES))}
 
     # -- building blocks ------------------------------------------------------------------
 
@@ -438,6 +444,7 @@ class _Worker:
                 if self.probe(lease):
                     lost = True
                     break
+                tail = None  # the probe may have appended: read the tail again before the next append
             if out is not None and out.refused(LeaseHeldError):
                 lost = True  # superseded (a pause, or a slow tenure): sweep the dead lease
                 break
@@ -467,7 +474,9 @@ class _Worker:
             self.after_release(lease)
 
     def side_cycle(self) -> None:
-        """A full fenced deletion cycle on a side run under its own lease."""
+        """A fenced deletion cycle on a side run under its own lease, in one of three shapes (turning through them):
+        every write surface then the delete; the delete of a run nothing was written to in this tenure (its journal
+        and meta are gone since the previous cycle's delete); its meta alone, then the delete."""
         run = self.rng.choice(self.side)
         out = self.acquire(run, "after_delete" if run in self.deleted else "side")
         if not out.ok:
@@ -477,13 +486,20 @@ class _Worker:
         tail = self.read_back(lease, "side", [ref])
         if tail is None:
             return
-        for step in (
-            lambda: self.append(run, lease, "side", tail + 1),
-            lambda: self.put_meta(run, lease, "side"),
-            lambda: self.blob_put(ref, lease, "side"),
-            lambda: self.blob_delete(ref, lease, "side"),
-            lambda: self.delete(run, lease, "side"),
-        ):
+        i = self.turn["side"] = (self.turn["side"] + 1) % len(_SIDE_SHAPES)
+        shape = _SIDE_SHAPES[i] if run in self.deleted else "full"
+        steps = {
+            "full": [
+                lambda: self.append(run, lease, "side", tail + 1),
+                lambda: self.put_meta(run, lease, "side"),
+                lambda: self.blob_put(ref, lease, "side"),
+                lambda: self.blob_delete(ref, lease, "side"),
+                lambda: self.delete(run, lease, "side"),
+            ],
+            "empty": [lambda: self.delete(run, lease, "side_empty" if tail == 0 else "side")],
+            "meta": [lambda: self.put_meta(run, lease, "side"), lambda: self.delete(run, lease, "side")],
+        }[shape]
+        for step in steps:
             if not step().ok:
                 return  # refused or unknown: the side lease is left to expire
         self.deleted.add(run)
@@ -540,6 +556,8 @@ class _Worker:
                 return out.refused(LeaseHeldError)  # the same probe comes next time
             self.publish(lease)
         self.turn["probe"] = i
+        if kind == "renewed":
+            return self.renewed_probe(lease)
         if kind == "impostor":
             self.present(Lease(lease.run_id, f"{self.owner}~impostor", lease.epoch), "impostor")
         elif kind == "future":
@@ -550,12 +568,40 @@ class _Worker:
                 if self.ctx.should_stop():
                     break
                 self.mutate(k, UNLEASED_RUN, None, "unleased")
+            # an unleased delete of a blob nobody ever wrote, on the run this worker holds: a no-op, never fenced
+            if not self.ctx.should_stop():
+                self.blob_delete(f"{lease.run_id}/{NEVER_WRITTEN_BLOB}", None, "unleased_held")
         else:
             out = self.acquire(lease.run_id, "reentrant")
             if out.ok:  # a second tenure granted to a live holder: give it back; the first one is superseded
                 self.release(out.result, "reentrant")
                 return True
         return False
+
+    def renewed_probe(self, lease: Lease) -> bool:
+        """The live tenure renewed (just now, by `probe`) and again half a ttl later, then written on every surface
+        of its run once the first renew's ttl has passed (within the second's): a store that judges a write's expiry
+        by an earlier grant or renew than the latest refuses a live holder (`live-accepted`). True when the tenure
+        is lost."""
+        ttl_s = self.sc.lease_ttl_ms / 1000.0
+        first = time.monotonic()  # the first renew returned before this
+        self.sleep(ttl_s / 2)
+        out = self.renew(lease, "live")
+        if not out.ok:
+            return out.refused(LeaseHeldError)
+        self.publish(lease)
+        self.sleep(max(0.0, first + ttl_s * 1.05 - time.monotonic()))
+        run = lease.run_id
+        for kind in ("append", "put_meta", "blob_put", "blob_delete"):
+            if self.ctx.should_stop():
+                return False
+            out = self.mutate(kind, run, lease, "renewed")
+            if out is not None and out.refused(LeaseHeldError):
+                return True
+        out = self.renew(lease, "renewed")
+        if out.ok:
+            self.publish(lease)
+        return out.refused(LeaseHeldError)
 
     def after_grant(self, lease: Lease) -> None:
         """Now and then, the worker's latest ended tenure of this run on every surface: superseded by `lease`."""

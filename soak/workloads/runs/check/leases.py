@@ -42,6 +42,16 @@ def check_grants(facts: Facts, tenures: Iterable[_Tenure] | None = None, *, over
                 f"epoch {t.epoch} of run {t.run} was granted {n} times (to {', '.join(owners)})",
                 (*((before[1],) if before is not None else ()), *(evidence(g[3]) for g in t.grants)),
             ))
+            again = _granted_while_live(t, facts.ttl_ns, facts.margin_ns) if overlap else None
+            if again is not None:
+                first, g, last = again
+                out.append(Violation(
+                    "lease-exclusive",
+                    f"run {t.run}: acquire by {g[2]} granted {(g[1] - last) / 1e6:.1f} ms after epoch {t.epoch} was "
+                    f"last granted or renewed (ttl {facts.lease_ttl_ms} ms), while that tenure was live: an acquire "
+                    "is refused while a live lease exists, whoever holds it",
+                    (evidence(first[3]), evidence(g[3])),
+                ))
     ttl, margin = facts.ttl_ns, facts.margin_ns
     for run, ts in by_run.items():
         # (invoke, complete, epoch, op, judged) of every grant
@@ -96,6 +106,18 @@ def check_grants(facts: Facts, tenures: Iterable[_Tenure] | None = None, *, over
                         (evidence(t.grants[0][3]), evidence(g[3])),
                     ))
     return out
+
+
+def _granted_while_live(t: _Tenure, ttl: int, margin: int) -> tuple[Any, Any, int] | None:
+    """A later grant of a tenure's own epoch that completed while the tenure was surely live (its latest grant or
+    renew completed before the acquire was invoked, less than ttl - margin earlier, and no release invoked by
+    then): (the first grant, that grant, the invocation its liveness counts from), or None."""
+    grants = sorted(t.grants, key=_first)
+    for g in grants[1:]:
+        before = [m[0] for m in t.marks if m[1] < g[0]]
+        if before and g[1] < max(before) + ttl - margin and t.rel_inv >= g[1]:
+            return grants[0], g, max(before)
+    return None
 
 
 def check_probe(facts: Facts) -> list[Violation]:

@@ -34,7 +34,7 @@ from typing import Any
 
 import msgspec
 
-from soak.spi import Lease
+from soak.spi import RUN_STATUSES, Lease
 
 try:  # a faster codec for the checker's and the storm's hot paths; the standard library's is the fallback
     from orjson import dumps as _orjson_dumps
@@ -57,6 +57,7 @@ __all__ = [
     "MUTATIONS",
     "Operation",
     "Record",
+    "meta_fields_for",
     "now_ns",
     "operation_tuples",
     "operations",
@@ -97,6 +98,14 @@ def payload_for(tag: str) -> bytes:
     payloads is caught byte for byte.
     """
     return tag.encode("ascii") + _PAYLOAD_SEP + hashlib.blake2b(tag.encode("ascii"), digest_size=12).digest()
+
+
+def meta_fields_for(tag: str) -> tuple[str, int]:
+    """The status and segments a `put_meta` with this tag writes beside `payload_for(tag)`, derived from the tag
+    like its payload: a read alone then proves a meta that mixes two writes (one's payload, another's fields)."""
+    digest = hashlib.blake2b(tag.encode("ascii"), digest_size=4, person=b"soak-meta").digest()
+    n = int.from_bytes(digest, "big")
+    return RUN_STATUSES[n % len(RUN_STATUSES)], n // len(RUN_STATUSES) % 100_000
 
 
 def tag_of(payload: bytes) -> str | None:

@@ -169,3 +169,21 @@ def test_takeover_refusals_skip_any_grant_in_between():
     h.acquire("w4.1", "r1", 212, 1)  # an epoch reset (epoch-monotonic's business): this tenure may hold r1
     h.acquire("w3.1", "r1", 215, None, outcome="fail")
     assert not found(run_check(h), "ttl-honoured")
+
+
+def test_a_meta_read_mixing_two_writes_is_meta_last_write_not_a_stale_write():
+    from soak.history import meta_fields_for, payload_for
+    from soak.spi import RunMeta
+    from soak.workloads.runs.worker import _meta_value
+
+    first = payload_for("w1.1#1")
+    status, segments = meta_fields_for("w2.1#7")
+    assert _meta_value(RunMeta("r1", status, segments, payload_for("w2.1#7"))) == {"tag": "w2.1#7"}
+    assert _meta_value(RunMeta("r1", status, segments, first)) == {"tag": "w1.1#1", "mixed": True}
+    h = H()
+    a = h.acquire("w1.1", "r1", 0, 1)
+    h.op("w1.1", "get_meta", "r1", 10, args={"tenure": ["r1", "w1.1", 1]}, result={"tag": "w1.1#1", "mixed": True})
+    h.release("w1.1", a, 20)
+    v = check(h.ops, h.state(RUNS), lease_ttl_ms=TTL_MS, runs=RUNS)
+    assert {x.clause for x in v.violations} == {"meta-last-write"}
+    assert "read back mixed" in v.violations[0].statement

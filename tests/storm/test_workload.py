@@ -43,9 +43,10 @@ def test_invoke_values_follow_the_storm_checker_interface(tmp_path):
     intents = {op.intent for op in ops}
     assert {"live", "stale", "cross", "side", "order"} <= intents
     # the probes turn (a probe whose renew is refused waits for the next tenure): a few hundred operations see most
-    assert len({"impostor", "future", "unleased", "reentrant"} & intents) >= 3
+    assert len({"impostor", "future", "unleased", "reentrant", "renewed"} & intents) >= 3
     assert intents <= {"live", "stale", "cross", "side", "order", "superseded", "released", "released_superseded",
-                       "impostor", "future", "unleased", "reentrant", "reacquire", "after_delete"}
+                       "impostor", "future", "unleased", "reentrant", "reacquire", "after_delete", "renewed",
+                       "unleased_held", "side_empty"}
     counters: dict[tuple, list[int]] = defaultdict(list)
     for op in ops:
         if op.f == "acquire":

@@ -26,8 +26,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from soak.history import payload_for, tag_of
-from soak.spi import RUN_STATUSES, JournalEntry, Lease, LeaseHeldError, RunMeta
+from soak.history import meta_fields_for, payload_for, tag_of
+from soak.spi import JournalEntry, Lease, LeaseHeldError, RunMeta
 from soak.workloads.context import Outcome, WorkerContext
 
 __all__ = ["CROSS_RUN", "UNLEASED_RUN", "run_worker"]
@@ -77,6 +77,18 @@ def _tag_value(payload: bytes | None) -> dict[str, Any]:
     return {"tag": tag, "altered": True} if _altered(payload, tag) else {"tag": tag}
 
 
+def _meta_value(meta: RunMeta | None) -> dict[str, Any]:
+    """What a meta read saw: its payload's tag (see `_tag_value`), and `mixed` when its status and segments are not
+    the ones that tag's write wrote (`meta_fields_for`): the store kept parts of two writes."""
+    if meta is None:
+        return {"tag": None}
+    out = _tag_value(meta.payload)
+    tag = out["tag"]
+    if tag is not None and (meta.status, meta.segments) != meta_fields_for(tag):
+        out["mixed"] = True
+    return out
+
+
 def _tenure(lease: Lease | None) -> list[Any] | None:
     return None if lease is None else [lease.run_id, lease.owner, lease.epoch]
 
@@ -122,10 +134,8 @@ class _Worker:
         return entries[-1].seq if entries else 0
 
     def get_meta(self, run: str, intent: str, tenure: Lease | None) -> Outcome:
-        def call() -> bytes | None:
-            meta = self.store.get_meta(run)
-            return None if meta is None else meta.payload
-        return self.ctx.retrying("get_meta", run, None, intent, {"tenure": _tenure(tenure)}, call, ok_value=_tag_value)
+        return self.ctx.retrying("get_meta", run, None, intent, {"tenure": _tenure(tenure)},
+                                 lambda: self.store.get_meta(run), ok_value=_meta_value)
 
     def blob_get(self, ref: str, intent: str, tenure: Lease | None) -> Outcome:
         run = ref.partition("/")[0]
@@ -154,11 +164,10 @@ class _Worker:
         return self.ctx.mutation("append", run, lease, intent, build)
 
     def put_meta(self, run: str, lease: Lease | None, intent: str) -> Outcome:
-        status = self.rng.choice(RUN_STATUSES)
-
         def build(tag: str, payload: bytes, c: int):
-            meta = RunMeta(run, status, c, payload)
-            return ({"tag": tag, "c": c, "status": status, "segments": c},
+            status, segments = meta_fields_for(tag)
+            meta = RunMeta(run, status, segments, payload)
+            return ({"tag": tag, "c": c, "status": status, "segments": segments},
                     lambda: self.store.put_meta(meta, lease))
         return self.ctx.mutation("put_meta", run, lease, intent, build)
 

@@ -131,7 +131,12 @@ def fold(facts: Facts, ops: Iterable[Operation | Any], until: float = _NEVER) ->
                         scan_violations.append(Violation(
                             "journal-a4", f"{what} of run {run} read back altered: its bytes are not what "
                                           f"{res.get('tail_tag') or res.get('tag') or 'its writer'} wrote", (_ev(op),)))
-                    if args.get("tenure"):
+                    if type(res) is dict and res.get("mixed"):
+                        scan_violations.append(Violation(
+                            "meta-last-write", f"meta of run {run} read back mixed: its payload is what {res.get('tag')} "
+                                               "wrote, its status and segments are not (last write wins, whole)",
+                            (_ev(op),)))
+                    elif args.get("tenure"):
                         _note_read(facts, op)
             elif outcome == "fail":
                 n_fail += 1

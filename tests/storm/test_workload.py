@@ -7,7 +7,7 @@ import threading
 import time
 from collections import defaultdict
 
-from soak.history import HistoryWriter, Operation, operations
+from soak.history import HistoryWriter, Operation, meta_fields_for, operations
 from soak.workloads.runs import MUTATIONS
 from soak.workloads.runs.worker import UNLEASED_RUN
 from soak.scenario import load_scenario
@@ -68,9 +68,9 @@ def test_invoke_values_follow_the_storm_checker_interface(tmp_path):
             elif op.outcome == "ok":
                 assert set(op.result) == {"tag"}
         elif op.f in MUTATIONS:
-            assert (op.lease is None) == (op.intent == "unleased")
+            assert (op.lease is None) == (op.intent in ("unleased", "unleased_held"))
             if op.lease is None:
-                assert op.run == UNLEASED_RUN
+                assert op.run == UNLEASED_RUN or (op.f == "blob_delete" and op.args["ref"] == f"{op.run}/ul-never")
                 continue
             counters[(op.lease.run_id, op.lease.owner, op.lease.epoch)].append(op.args["c"])
             if op.f in ("append", "put_meta", "blob_put"):
@@ -78,7 +78,7 @@ def test_invoke_values_follow_the_storm_checker_interface(tmp_path):
             if op.f in ("blob_put", "blob_delete"):
                 assert op.args["ref"].split("/")[0] == op.run
             if op.f == "put_meta":
-                assert op.args["segments"] == op.args["c"]
+                assert (op.args["status"], op.args["segments"]) == meta_fields_for(op.tag)
         elif op.f in ("renew", "release"):
             assert op.args == {} and op.lease is not None
         if op.intent == "cross":

@@ -297,13 +297,9 @@ def test_store_breaks_its_cell_where_the_reference_does_not(name, tmp_path):
 # What the smoke storm does not catch (benchmarks/redteam.py; 3 storms each before the coverage probes, 2 each
 # after them, which caught 7 of the 11 listed then): the reason names the cell the storm does not reach.
 NOT_CAUGHT: dict[str, str] = {}  # every store is caught since the renewed, empty-delete and unleased-held probes
-# Caught, but the clause is named only now and then (7 storms in 10): the storm blames stale-rejected for a
-# refused expired-unsuperseded put that wrote anyway once a successor reads it. Not strict, since it is not
-# deterministic; the report to the integrator calls this attribution a defect.
-MISNAMED: dict[str, str] = {
-    "BlobPutRefusalMutates": "storm names typed-refusal in 7 of 10 runs; otherwise only stale-rejected (cell "
-                             "(blob put, expired unsuperseded) is read as a superseded write)",
-}
+# Caught but misnamed: none since a refused write seen by a read is typed-refusal even when the final state no longer
+# holds it (BlobPutRefusalMutates was named stale-rejected in 3 storms of 10).
+MISNAMED: dict[str, str] = {}
 
 
 def _storm_params():

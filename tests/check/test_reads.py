@@ -187,3 +187,15 @@ def test_a_meta_read_mixing_two_writes_is_meta_last_write_not_a_stale_write():
     v = check(h.ops, h.state(RUNS), lease_ttl_ms=TTL_MS, runs=RUNS)
     assert {x.clause for x in v.violations} == {"meta-last-write"}
     assert "read back mixed" in v.violations[0].statement
+
+
+def test_a_refused_write_seen_by_a_read_and_overwritten_since_is_typed_refusal():
+    h = H()
+    a = h.acquire("w1.1", "r1", 0, 1)
+    refused = h.blob_put("w1.1", a, "t1", 150, outcome="fail", error="LeaseHeldError")  # expired; written anyway
+    b = h.acquire("w2.1", "r1", 200, 2)
+    h.read("w2.1", b, "t1", 210, refused.tag)
+    h.blob_put("w2.1", b, "t1", 220)  # the final state holds this one: the refused write's call is not indexed
+    h.release("w2.1", b, 230)
+    v = check(h.ops, h.state(RUNS), lease_ttl_ms=TTL_MS, runs=RUNS)
+    assert {x.clause for x in v.violations} == {"typed-refusal"}, v.violations

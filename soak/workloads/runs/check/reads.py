@@ -179,10 +179,12 @@ def _misread(facts: Facts, rd: _Read, t: _Tenure, own_wrote: bool,
             if outcome == "fail":
                 # a refusal mutates nothing: stale-rejected when the lease was already superseded at the call,
                 # typed-refusal when it was refused before then (an expired, unsuperseded lease, the order guard)
-                if hit is not None and sev.invoke_ns < facts.stale_at(run, ep)[0]:
+                # (its invocation unknown, since the final state no longer holds it: typed-refusal is certain, a
+                # refusal that took effect breaks it whenever it was made; stale-rejected only maybe)
+                if hit is None or sev.invoke_ns < facts.stale_at(run, ep)[0]:
+                    when = "before its tenure was superseded" if hit is not None else "(a refusal mutates nothing)"
                     return Violation("typed-refusal", f"{head}: {seen_tag} of epoch {ep} was refused "
-                                     f"({sev.error or 'refused'}) before its tenure was superseded, yet took effect"
-                                     f"{expect}", cite)
+                                     f"({sev.error or 'refused'}) {when}, yet took effect{expect}", cite)
                 return Violation("stale-rejected", f"{head}: a refused write of superseded epoch {ep} took effect"
                                  f"{expect}", cite)
             if own_wrote:

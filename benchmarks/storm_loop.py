@@ -6,7 +6,8 @@
 Each storm is `soak storm --quiet --no-report` into its own run directory under --out (removed after a pass
 unless --keep-runs; a fail or an inconclusive run is always kept, its path printed). Prints one line per storm
 and a summary: verdict counts, time to quorum (median, range) and takeovers/s over R/T. Exit 1 if any storm
-failed, 3 if any was inconclusive and none failed, else 0.
+failed, 3 if any was inconclusive and none failed, 2 at the first storm that exits 2 (a usage or configuration
+error: the rest would repeat it), else 0.
 """
 
 from __future__ import annotations
@@ -56,6 +57,9 @@ def main(argv: list[str] | None = None) -> int:
               f"{'' if verdict == 'pass' else run}  {last[:120] if verdict != 'pass' else ''}", flush=True)
         if verdict == "pass" and not args.keep_runs:
             shutil.rmtree(run, ignore_errors=True)
+        if proc.returncode == 2:  # a usage or configuration error repeats in every storm: say it once and stop
+            print(f"stopped: soak storm exited 2 (usage or configuration): {last}", file=sys.stderr)
+            return 2
     wall = time.monotonic() - t_start
     summary = ", ".join(f"{v} {k}" for k, v in sorted(verdicts.items()))
     print(f"{args.n} storms of {args.store} ({args.scenario}) in {wall:.0f} s: {summary}")

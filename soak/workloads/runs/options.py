@@ -50,7 +50,7 @@ MIX_KEYS: tuple[str, ...] = (
 # The smoke preset's mix and quorum (soak/scenarios/smoke.toml spells the same; a test holds them equal)
 _DEFAULT_MIX = {"append": 30.0, "put_meta": 20.0, "blob_put": 15.0, "blob_delete": 10.0, "renew": 8.0,
                 "side_cycle": 10.0, "cross": 7.0, "order_probe": 3.0, "read": 10.0, "edge": 8.0,
-                "probe": 4.0}
+                "probe": 5.0}
 DEFAULT_QUORUM = {
     "takeovers": 40, "stale_refusals": 100,
     "stale_append": 10, "stale_put_meta": 10, "stale_blob_put": 10, "stale_blob_delete": 10, "stale_delete": 10,

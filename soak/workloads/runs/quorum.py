@@ -78,9 +78,9 @@ class RunsCounter:
         if t == "ok":
             if f == "acquire":
                 self.c["grants"] += n
-            if intent == "live" and f in ACCEPT_SURFACES:
+            if intent in ("live", "renewed") and f in ACCEPT_SURFACES:
                 self.c[f"accepted_{f}"] += n
-            elif intent == "side" and f == "delete":
+            elif intent in ("side", "side_empty") and f == "delete":
                 self.c["deletion_cycles"] += n
         elif t == "fail" and err == "LeaseHeldError":
             if intent == "stale":

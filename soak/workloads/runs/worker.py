@@ -46,6 +46,8 @@ UNLEASED_RUN = "ul"
 _MUTATION_KINDS = ("append", "put_meta", "blob_put", "blob_delete", "delete")
 #: The coverage probes a live tenure's `probe` mix key turns through.
 _PROBES = ("impostor", "future", "unleased", "reentrant", "renewed")
+#: The surfaces the renewed probe presents the twice-renewed tenure on (renew last: it extends the tenure).
+_RENEWED_KINDS = ("append", "put_meta", "blob_put", "blob_delete", "renew")
 #: A blob name no worker ever writes: the unleased probe deletes it on the run it holds (a no-op it must accept).
 NEVER_WRITTEN_BLOB = "ul-never"
 #: The shapes of a side run's deletion cycle: what the run holds when it is deleted (every write surface, nothing
@@ -113,6 +115,7 @@ class _Worker:
         # deleted; turns through the probes and the cross-run surfaces (every one reached in every storm)
         self.past: dict[str, tuple[Lease, bool]] = {}
         self.deleted: set[str] = set()
+        self.renewed_left = list(_RENEWED_KINDS)  # the renewed probe's surfaces not yet answered ok (then all again)
         self.turn = {"probe": self.rng.randrange(len(_PROBES)), "cross": self.rng.randrange(len(_MUTATION_KINDS)),
                      "side": self.rng.randrange(len(_SIDE_SHAPES))}
 
@@ -418,13 +421,21 @@ class _Worker:
             tail = self.read_back(lease, "live")
         self.after_grant(lease)
         lost = False
+        granted_by = time.monotonic()  # the acquire has returned: the grant was made before this
+        ttl_s = self.sc.lease_ttl_ms / 1000.0
+
+        def live() -> str:
+            """The intent of the tenure's own next call: `renewed` once it has been renewed and is surely past the
+            grant's ttl (a store judging expiry by the grant, not the latest renew, refuses it), else `live`."""
+            return "renewed" if since > asked and time.monotonic() > granted_by + ttl_s else "live"
+
         for _ in range(self.rng.randint(self.opt.ops_min, self.opt.ops_max)):
             if self.ctx.should_stop():
                 break
             kind = self.rng.choices(self.mix_keys, self.mix_weights)[0]
             out: Outcome | None = None
             if kind in ("append", "put_meta", "blob_put"):
-                out, tail = self.write(kind, run, lease, "live", tail, lease)
+                out, tail = self.write(kind, run, lease, live(), tail, lease)
             elif kind == "order_probe":
                 if tail is None:
                     tail = self.load_tail(run, "live", lease)
@@ -434,10 +445,10 @@ class _Worker:
                 if not out.refused():
                     tail = None  # an accepted (or unknown) append below the tail: reload before the next
             elif kind == "blob_delete":
-                out = self.blob_delete(self.blob_ref(run), lease, "live")
+                out = self.blob_delete(self.blob_ref(run), lease, live())
             elif kind == "renew":
                 started = time.monotonic()
-                out = self.renew(lease, "live")
+                out = self.renew(lease, live())
                 if out.ok:
                     since = started
                     self.publish(lease)
@@ -588,10 +599,11 @@ class _Worker:
         return False
 
     def renewed_probe(self, lease: Lease) -> bool:
-        """The live tenure renewed (just now, by `probe`) and again half a ttl later, then written on every surface
-        of its run once the first renew's ttl has passed (within the second's): a store that judges a write's expiry
-        by an earlier grant or renew than the latest refuses a live holder (`live-accepted`). True when the tenure
-        is lost."""
+        """The live tenure renewed (just now, by `probe`) and again half a ttl later, then written once the first
+        renew's ttl has passed (within the second's): a store that judges a write's expiry by an earlier grant or
+        renew than the latest refuses a live holder (`live-accepted`). It writes the surfaces this worker has not yet
+        had answered `ok` under the probe first (every surface again once all have been), going on past an answer a
+        fault left unknown, and renews last. True when the tenure is lost."""
         ttl_s = self.sc.lease_ttl_ms / 1000.0
         first = time.monotonic()  # the first renew returned before this
         self.sleep(ttl_s / 2)
@@ -600,17 +612,19 @@ class _Worker:
             return out.refused(LeaseHeldError)
         self.publish(lease)
         self.sleep(max(0.0, first + ttl_s * 1.05 - time.monotonic()))
-        run = lease.run_id
-        for kind in ("append", "put_meta", "blob_put", "blob_delete"):
+        if not self.renewed_left:
+            self.renewed_left = list(_RENEWED_KINDS)
+        for kind in list(self.renewed_left):
             if self.ctx.should_stop():
                 return False
-            out = self.mutate(kind, run, lease, "renewed")
-            if out is not None and out.refused(LeaseHeldError):
+            out = self.mutate(kind, lease.run_id, lease, "renewed") if kind != "renew" else self.renew(lease, "renewed")
+            if out is not None and out.ok:
+                self.renewed_left.remove(kind)
+                if kind == "renew":
+                    self.publish(lease)
+            elif out is not None and out.refused(LeaseHeldError):
                 return True
-        out = self.renew(lease, "renewed")
-        if out.ok:
-            self.publish(lease)
-        return out.refused(LeaseHeldError)
+        return False
 
     def after_grant(self, lease: Lease) -> None:
         """Now and then, the worker's latest ended tenure of this run on every surface: superseded by `lease`."""

@@ -241,12 +241,14 @@ class _Client:
             err = response["error"] if isinstance(response["error"], dict) else {"message": response["error"]}
             tail = child.tail()
             child.fail("its hello was refused")
-            kind = err.get("type", "error")
+            kind, message = err.get("type", "error"), " ".join(str(err.get("message")).split())[:400]
+            seen = f" (stderr: {tail})" if tail and tail not in message else ""
+            if kind in ("StoreBootError", "StoreSpecError"):  # soak's own server: the message names the fix
+                message = message.split(" failed to boot: ", 1)[-1]
+                raise StoreBootError(f"store {self._spec} failed to boot: {message}{seen}")
             fix = ("speak protocol version 1 (docs/wire.md)" if kind == "ProtocolVersionError"
                    else "fix the store or its options")
-            raise StoreBootError(f"store {self._spec} failed to boot: {kind}: {' '.join(str(err.get('message')).split())[:300]}"
-                                 + (f" (stderr: {tail})" if tail and tail not in str(err.get("message")) else "")
-                                 + f"; {fix}")
+            raise StoreBootError(f"store {self._spec} failed to boot: {kind}: {message}{seen}; {fix}")
         answer = response["ok"]
         if not isinstance(answer, dict) or answer.get("protocol") != PROTOCOL_VERSION:
             child.fail("its hello answer is not protocol version 1")

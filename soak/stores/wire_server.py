@@ -13,12 +13,12 @@ It is the reference the protocol is tested against on every backend, and what it
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import signal
 import sys
 from typing import Any, BinaryIO
+from urllib.parse import urlencode
 
 from soak.stores._wire_codec import CLAIM_CALLS, PROTOCOL_VERSION, RUN_CALLS, decode, encode, encode_error
 
@@ -39,10 +39,10 @@ def _hello(spec: str, args: dict[str, Any]) -> tuple[Any, str, dict[str, Any]]:
     if args.get("version") != PROTOCOL_VERSION:
         raise _VersionError(f"this server speaks protocol {PROTOCOL_VERSION}, the client {args.get('version')!r}")
     kind = args.get("kind", "runs")
-    target = resolve(spec, kind=kind)
     options = {str(k): str(v) for k, v in (args.get("options") or {}).items()}
-    if options:
-        target = dataclasses.replace(target, options={**target.options, **options})
+    if options:  # the exec: spec's options, checked by the served spec's scheme like its own
+        spec += ("&" if "?" in spec else "?") + urlencode(options)
+    target = resolve(spec, kind=kind)
     location = os.environ.get("SOAK_WIRE_LOCATION") or args["location"]
     store = target.open(location, int(args["lease_ttl_ms"]), timeout_s=None)
     answer = {"protocol": PROTOCOL_VERSION, "store": f"soak {target.spec}", "lease_ttl_ms": int(store.lease_ttl_ms),

@@ -338,7 +338,7 @@ class _Client:
                 pass
             try:
                 child.proc.stdin.close()
-                child.proc.wait(5)
+                child.proc.wait(0.2)  # its store is closed: what is left is its own exit, not worth a caller's wait
             except (OSError, subprocess.TimeoutExpired):
                 pass
         child.kill()

@@ -103,3 +103,13 @@ def test_more_broken_stores_over_exec_fail(tmp_path, mutant):
     assert verdict.result == "fail"
     # the storm names the clause a late stale write breaks where the fence is split (as it does for the direct store)
     assert MUTANTS[mutant].clause in verdict.clauses or (mutant == "split-fence" and "stale-rejected" in verdict.clauses)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("spec, result", [("sqlite:", "pass"), ("mutant:unfenced-progress", "fail")])
+def test_a_claims_storm_over_exec(tmp_path, spec, result):
+    run_dir = tmp_path / "run"
+    run_storm(load_scenario("claims"), resolve(f"{SERVER} {spec}", kind="claims"), run_dir, progress=False)
+    verdict = check_run(run_dir)
+    assert verdict.result == result
+    assert result == "pass" or "progress-fenced" in verdict.clauses

@@ -214,6 +214,8 @@ class _Client:
     """The half of a wire store object both kinds share: the child, hello, one call at a time, strikes."""
 
     injectable_clock = False
+    #: the store's code runs in another process: a pause of the caller's thread lands outside it
+    code_in_child = True
 
     def __init__(self, argv: list[str], spec: str, location: str, lease_ttl_ms: int, options: dict[str, str],
                  kind: str) -> None:

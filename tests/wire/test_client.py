@@ -143,7 +143,7 @@ def test_a_child_that_hangs_fails_the_call_at_the_client_bound(tmp_path, monkeyp
         started = time.monotonic()
         with pytest.raises(WireStoreError, match="did not answer append within 1 s"):
             store.append("r", JournalEntry(1, b"one"), lease)
-        assert time.monotonic() - started < 5
+        assert time.monotonic() - started < 20  # the 1 s bound, not the hang
         assert hung.poll() is not None  # killed
         assert store.renew(lease) == lease  # a fresh child
     finally:

@@ -136,6 +136,17 @@ def _syscall(pid: int) -> str:
     return "user" if first[0] in ("-1", "running") else first[0]
 
 
+def _child_syscalls(pid: int) -> dict[str, Any]:
+    """Where the processes a worker started for its store (a wire store's child) were stopped, as `_syscall` says:
+    with an adapter the store's code runs there, not in the worker."""
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children") as fh:
+            children = [int(c) for c in fh.read().split()]
+    except (OSError, ValueError):
+        return {}
+    return {"child_syscall": _syscall(children[0])} if len(children) == 1 else {}
+
+
 def _is_stopped(pid: int) -> bool:
     return _wait_stopped(pid, 0.0)
 
@@ -316,6 +327,7 @@ class Nemesis:
             self.strikes["held"] += 1
             self.log("pause", {"target": w.name, "pid": w.pid, "stopped": True, "strike": True,
                                "strike_mode": MODES[int(st[STRIKE]) - 1], "syscall": _syscall(w.pid),
+                               **_child_syscalls(w.pid),
                                **({"step": int(st[STRIKE_STEP]), "steps": int(st[STRIKE_STEPS])}
                                   if st[STRIKE_STEPS] else {}),
                                "lease_left_ms": round((expires - now) / 1e6, 3), **call_state(w)})

@@ -43,8 +43,10 @@ def test_a_networked_store_round_trips_over_the_wire(spec):
             again.close()
 
 
+@pytest.mark.slow  # real time: see tests/wire/test_suites.py
 @pytest.mark.parametrize("spec", BACKENDS)
 def test_conformance_passes_over_the_wire(spec):
     with one_at_a_time("postgres-conformance"):
-        report = run_conformance(f"{SERVER} {spec}", clauses=["stale-rejected", "stale-lease-ops", "typed-refusal"])
+        report = run_conformance(f"{SERVER} {spec}", clauses=["stale-rejected", "stale-lease-ops", "typed-refusal"],
+                                 lease_ttl_ms=1000)
     assert report.verdict == "pass", [(r.check, r.status, r.detail) for r in report.results if r.status != "pass"]

@@ -13,12 +13,17 @@ from soak.conformance import NOT_EXERCISED, run_conformance
 SERVER = f"exec:{shlex.quote(sys.executable)} -m soak.stores.wire_server"
 
 
-def test_conformance_passes_the_reference_store_and_fails_a_broken_one_naming_its_clause():
-    # real time (a child cannot share an injected clock): a ttl a loaded machine cannot outrun between two calls
-    good = run_conformance(f"{SERVER} sqlite:", clauses=["stale-rejected", "typed-refusal"], lease_ttl_ms=1000)
-    assert good.verdict == "pass", [(r.check, r.status, r.detail) for r in good.results if r.status != "pass"]
+def test_conformance_fails_a_broken_store_naming_its_clause():
     bad = run_conformance(f"{SERVER} mutant:unfenced-meta", clauses=["stale-rejected"])
     assert bad.verdict == "fail" and "stale-rejected" in bad.failed_clauses()
+
+
+# Real time (a child cannot share an injected clock): on a machine loaded past its cores a call can wait longer than
+# the ttl for a core, and conformance charges that to the lease (a live lease found expired). Slow tier, 1 s ttl.
+@pytest.mark.slow
+def test_conformance_passes_the_reference_store_over_exec():
+    good = run_conformance(f"{SERVER} sqlite:", clauses=["stale-rejected", "typed-refusal"], lease_ttl_ms=1000)
+    assert good.verdict == "pass", [(r.check, r.status, r.detail) for r in good.results if r.status != "pass"]
 
 
 def test_atomic_fence_is_not_exercised_through_a_child_rather_than_passed():

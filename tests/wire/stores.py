@@ -1,5 +1,6 @@
 """Stores the wire tests serve with the Python wire server (`exec:python -m soak.stores.wire_server
-tests.wire.stores:NAME?n=N`): the reference SQLite store, except at its n-th fenced append in each child process."""
+tests.wire.stores:NAME?n=N`): the reference SQLite store, except at its n-th fenced append in each child process
+(or that fails to boot, or prints to stdout)."""
 
 from __future__ import annotations
 
@@ -26,14 +27,21 @@ def _at_nth_append(location: str, lease_ttl_ms: int, n: str, then):
 
 
 def dies_after_nth_append(location: str, *, lease_ttl_ms: int, n: str = "5"):
-    """The child commits its n-th fenced append and dies before answering: applied, and unknown to the caller."""
+    """The child commits its n-th accepted fenced append and dies before answering: applied, and unknown to the
+    caller (a child answers at most n - 1 accepted appends)."""
+    store = open_sqlite(location, lease_ttl_ms=lease_ttl_ms)
+    append, accepted = store.append, [0]
 
-    def die(append, run_id, entry, lease):
+    def patched(run_id, entry, lease=None):
         append(run_id, entry, lease)
-        print(f"dying after append {entry.seq} of {run_id}", file=sys.stderr, flush=True)
-        os._exit(9)
+        if lease is not None:
+            accepted[0] += 1
+            if accepted[0] == int(n):
+                print(f"dying after append {entry.seq} of {run_id}", file=sys.stderr, flush=True)
+                os._exit(9)
 
-    return _at_nth_append(location, lease_ttl_ms, n, die)
+    store.append = patched
+    return store
 
 
 def hangs_at_nth_append(location: str, *, lease_ttl_ms: int, n: str = "5"):

@@ -23,7 +23,7 @@ SERVER = f"exec:{shlex.quote(sys.executable)} -m soak.stores.wire_server"
 
 
 def _scenario(**over):
-    sc = load_scenario("smoke", {"time_bound_s": 40.0, "kill_interval_s": 1.0, **over})
+    sc = load_scenario("smoke", {"time_bound_s": 90.0, "kill_interval_s": 1.0, **over})  # a bound for a loaded machine
     return dataclasses.replace(sc, quorum={k: max(1, v // 5) for k, v in sc.quorum.items()})
 
 
@@ -84,16 +84,17 @@ def test_a_child_that_dies_mid_call_leaves_the_call_unknown_and_the_verdict_clea
 
 def test_a_child_that_hangs_mid_call_is_killed_with_its_worker_at_the_call_bound(tmp_path):
     run_dir = tmp_path / "run"
-    # the bound leaves a loaded machine room to boot the children (a Python child's boot is part of `open`)
-    sc = _scenario(workers=2, time_bound_s=10.0, call_timeout_s=3.0, pause_interval_s=0.0, kill_interval_s=0.0,
+    # the bound leaves a machine loaded past its cores room to boot the children (a Python child's boot is part of
+    # `open`, judged by the same bound: 3 s was seen passed at a load average of 25 on 2 cores)
+    sc = _scenario(workers=2, time_bound_s=15.0, call_timeout_s=8.0, pause_interval_s=0.0, kill_interval_s=0.0,
                    grace_s=0.5)
-    info = run_storm(sc, resolve(f"{SERVER} tests.wire.stores:hangs_at_nth_append?n=3"), run_dir, progress=False)
+    info = run_storm(sc, resolve(f"{SERVER} tests.wire.stores:hangs_at_nth_append?n=1"), run_dir, progress=False)
     assert info.status == "timeout"
     verdict = check_run(run_dir)
     assert verdict.result == "fail" and verdict.clauses == ["call-returns"]
     kills = [e for e in _events(run_dir) if e["kind"] == "timeout-kill"]
     assert kills and all(e["v"]["surface"] == "append" for e in kills)
-    assert all("append" in v.statement and "bound of 3 s" in v.statement for v in verdict.violations)
+    assert all("append" in v.statement and "bound of 8 s" in v.statement for v in verdict.violations)
     assert not _children_gone(run_dir)
 
 

@@ -29,6 +29,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from soak._procstat import proc_state
 from soak.history import HistoryWriter, now_ns
 from soak.workloads.context import MODES
 from soak.storm.worker import (
@@ -46,6 +47,7 @@ from soak.storm.worker import (
     TENURE_KEY,
     TENURE_OP,
     WANTED,
+    signal_worker,
 )
 
 __all__ = ["Nemesis", "WorkerHandle", "call_elapsed_ns", "call_state"]
@@ -121,16 +123,6 @@ def call_elapsed_ns(handle: WorkerHandle, now: int) -> int:
     return now - int(st[SINCE_NS]) - handle.pause_credit.get(int(st[OP_INDEX]), 0) - paused
 
 
-def _proc_state(pid: int) -> bytes:
-    """The kernel's one-letter scheduling state of a process (b"" when it is gone)."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as fh:
-            stat = fh.read()
-        return stat[stat.rindex(b")") + 2:stat.rindex(b")") + 3]
-    except (OSError, ValueError):
-        return b""
-
-
 def _syscall(pid: int) -> str:
     """Where a stopped process was: `user`, or the number of the system call it was in (as the
     kernel shows it in /proc/PID/syscall)."""
@@ -142,6 +134,17 @@ def _syscall(pid: int) -> str:
     if not first:
         return "?"
     return "user" if first[0] in ("-1", "running") else first[0]
+
+
+def _child_syscalls(pid: int) -> dict[str, Any]:
+    """Where the processes a worker started for its store (a wire store's child) were stopped, as `_syscall` says:
+    with an adapter the store's code runs there, not in the worker."""
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children") as fh:
+            children = [int(c) for c in fh.read().split()]
+    except (OSError, ValueError):
+        return {}
+    return {"child_syscall": _syscall(children[0])} if len(children) == 1 else {}
 
 
 def _is_stopped(pid: int) -> bool:
@@ -228,7 +231,7 @@ class Nemesis:
                 # own steps while it runs (check, then write), and while it waits for a lock or
                 # a reply after a check made without it. Aim at either, at random.
                 want = (b"R",) if self.rng.random() < 0.5 else (b"S", b"D")
-                poised = [w for w in mutating if _proc_state(w.pid) in want]
+                poised = [w for w in mutating if proc_state(w.pid) in want]
                 target = self.rng.choice(poised or mutating or in_call) if in_call else None
                 if target is None:
                     time.sleep(0.0001)
@@ -249,7 +252,7 @@ class Nemesis:
     @staticmethod
     def _stop(w: WorkerHandle) -> bool:
         try:
-            os.kill(w.pid, signal.SIGSTOP)
+            signal_worker(w.pid, signal.SIGSTOP)
         except ProcessLookupError:
             return False
         return _wait_stopped(w.pid)
@@ -257,7 +260,7 @@ class Nemesis:
     @staticmethod
     def _cont(w: WorkerHandle) -> None:
         try:
-            os.kill(w.pid, signal.SIGCONT)
+            signal_worker(w.pid, signal.SIGCONT)
         except ProcessLookupError:
             pass
 
@@ -324,6 +327,7 @@ class Nemesis:
             self.strikes["held"] += 1
             self.log("pause", {"target": w.name, "pid": w.pid, "stopped": True, "strike": True,
                                "strike_mode": MODES[int(st[STRIKE]) - 1], "syscall": _syscall(w.pid),
+                               **_child_syscalls(w.pid),
                                **({"step": int(st[STRIKE_STEP]), "steps": int(st[STRIKE_STEPS])}
                                   if st[STRIKE_STEPS] else {}),
                                "lease_left_ms": round((expires - now) / 1e6, 3), **call_state(w)})
@@ -381,7 +385,7 @@ class Nemesis:
         if w.paused_since is None:
             return
         try:
-            os.kill(w.pid, signal.SIGCONT)
+            signal_worker(w.pid, signal.SIGCONT)
         except ProcessLookupError:
             pass
         paused_ns = now_ns() - w.paused_since
@@ -409,13 +413,13 @@ class Nemesis:
         was_paused = w.paused_since is not None
         try:
             # stop it first so the call state read below is exactly where the kill lands
-            os.kill(w.pid, signal.SIGSTOP)
+            signal_worker(w.pid, signal.SIGSTOP)
             _wait_stopped(w.pid)
         except ProcessLookupError:
             pass
         st = call_state(w)
         try:
-            os.kill(w.pid, signal.SIGKILL)
+            signal_worker(w.pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
         w.killed = True

@@ -6,7 +6,8 @@
 // so two objects never share state. Use it for one-object suites (`soak model`); the storm's
 // workers, each with its own child, would each see a store of their own.
 //
-// Refusals are plain Errors carrying a `code` (`lease_held`, `journal_order`), the Node style;
+// Its methods answer with plain values (the SPI allows values or Promises; the sqlite example
+// answers with Promises). Refusals are plain Errors carrying a `code` (`lease_held`, `journal_order`), the Node style;
 // the shim classifies them by that code.
 
 const STATUSES = new Set(['running', 'suspended', 'completed', 'failed', 'cancelled']);
@@ -31,21 +32,21 @@ class MemoryTranscripts {
     this.blobs = new Map();
   }
 
-  async put(ref, blob, lease) {
+  put(ref, blob, lease) {
     this.store.fence(runOfRef(ref), lease);
     this.blobs.set(ref, copy(blob));
   }
 
-  async get(ref) {
+  get(ref) {
     const blob = this.blobs.get(ref);
     return blob === undefined ? null : copy(blob);
   }
 
-  async list(runId) {
+  list(runId) {
     return [...this.blobs.keys()].filter((ref) => runOfRef(ref) === runId).sort();
   }
 
-  async delete(ref, lease) {
+  delete(ref, lease) {
     this.store.fence(runOfRef(ref), lease);
     this.blobs.delete(ref);
   }
@@ -89,7 +90,7 @@ export class MemoryStore {
     if (lease !== undefined && lease !== null) this.check(runId, lease);
   }
 
-  async acquire(runId, owner) {
+  acquire(runId, owner) {
     const live = this.holder(runId);
     if (live) throw refusal('lease_held', `run ${runId} is held by ${live.owner}`, { runId, holder: live });
     const epoch = (this.leases.get(runId)?.epoch ?? 0) + 1;
@@ -97,16 +98,16 @@ export class MemoryStore {
     return { runId, owner, epoch };
   }
 
-  async renew(lease) {
+  renew(lease) {
     this.check(lease.runId, lease).expiresAt = this.clock() + this.leaseTtlMs;
     return lease;
   }
 
-  async release(lease) {
+  release(lease) {
     this.check(lease.runId, lease, { allowExpired: true }).released = true;
   }
 
-  async append(runId, e, lease) {
+  append(runId, e, lease) {
     this.fence(runId, lease);
     const journal = this.journals.get(runId) ?? [];
     const tail = journal.length ? journal[journal.length - 1].seq : 0;
@@ -115,26 +116,26 @@ export class MemoryStore {
     this.journals.set(runId, journal);
   }
 
-  async load(runId) {
+  load(runId) {
     return (this.journals.get(runId) ?? []).map((e) => ({ seq: e.seq, payload: copy(e.payload) }));
   }
 
-  async putMeta(m, lease) {
+  putMeta(m, lease) {
     if (!STATUSES.has(m.status)) throw new TypeError(`RunMeta.status ${JSON.stringify(m.status)} is not one of ${[...STATUSES]}`);
     this.fence(m.runId, lease);
     this.metas.set(m.runId, { runId: m.runId, status: m.status, segments: m.segments, payload: copy(m.payload) });
   }
 
-  async getMeta(runId) {
+  getMeta(runId) {
     const m = this.metas.get(runId);
     return m ? { ...m, payload: copy(m.payload) } : null;
   }
 
-  async listRuns() {
+  listRuns() {
     return [...this.metas.keys()].sort().map((runId) => ({ ...this.metas.get(runId), payload: copy(this.metas.get(runId).payload) }));
   }
 
-  async delete(runId, lease) {
+  delete(runId, lease) {
     this.fence(runId, lease);
     this.journals.delete(runId);
     this.metas.delete(runId);

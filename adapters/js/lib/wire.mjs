@@ -2,6 +2,7 @@
 // the seed RFC's JavaScript SPI. Transport-free: `Server.handle(line)` answers one request line
 // with one response line; serve.mjs wires it to stdin and stdout.
 
+import { existsSync } from 'node:fs';
 import { basename, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 
@@ -37,14 +38,14 @@ const CODES = new Map([
 ]);
 const TYPED = new Set(CODES.values());
 
-/** The class names along `err`'s prototype chain, most derived first. */
+/** The error's own name (when it sets one) and the class names along its prototype chain. */
 function classNames(err) {
   const names = [];
   if (err !== null && typeof err === 'object') {
-    if (typeof err.name === 'string') names.push(err.name);
+    if (typeof err.name === 'string' && err.name !== 'Error') names.push(err.name);
     for (let p = Object.getPrototypeOf(err); p && p !== Object.prototype; p = Object.getPrototypeOf(p)) {
       const ctor = Object.getOwnPropertyDescriptor(p, 'constructor')?.value;
-      if (typeof ctor === 'function' && ctor.name) names.push(ctor.name);
+      if (typeof ctor === 'function' && ctor.name && !names.includes(ctor.name)) names.push(ctor.name);
     }
   }
   return names;
@@ -101,7 +102,7 @@ export function encodeBytes(bytes, what = 'bytes') {
 }
 
 function describe(v) {
-  if (v === null) return 'null';
+  if (v === null || v === undefined) return String(v);
   if (Array.isArray(v)) return 'an array';
   return typeof v === 'object' ? `an object (${v.constructor?.name ?? 'Object'})` : `a ${typeof v}`;
 }
@@ -187,13 +188,13 @@ export async function loadFactory(modulePath, cwd = process.cwd()) {
     throw new BootError('no store module given: run `node adapters/js/serve.mjs ./my-store.mjs` (the module path after serve.mjs)');
   }
   const file = resolve(cwd, modulePath);
+  if (!existsSync(file)) {
+    throw new BootError(`store module ${file} not found: give its path relative to the directory soak runs in, or an absolute one`);
+  }
   let mod;
   try {
     mod = await import(pathToFileURL(file).href);
   } catch (err) {
-    if (err?.code === 'ERR_MODULE_NOT_FOUND' && String(err.message).includes(file)) {
-      throw new BootError(`store module ${file} not found: give its path relative to the directory soak runs in, or an absolute one`);
-    }
     throw new BootError(`store module ${file} failed to load: ${classNames(err)[0] ?? 'Error'}: ${oneLine(err?.message ?? err)} (fix the module, or install its dependencies)`);
   }
   const factory = typeof mod.createStore === 'function' ? mod.createStore : mod.default;

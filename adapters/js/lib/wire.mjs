@@ -6,6 +6,8 @@ import { existsSync } from 'node:fs';
 import { basename, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 
+import { Steps } from './steps.mjs';
+
 export const PROTOCOL = 1;
 
 const JOURNAL_METHODS = ['acquire', 'renew', 'release', 'append', 'load', 'putMeta', 'getMeta', 'listRuns', 'delete'];
@@ -239,9 +241,10 @@ export async function normalizeStore(made, file) {
 
 /** Serves one store object: one request at a time, in order (the caller awaits each answer). */
 export class Server {
-  constructor(modulePath, { cwd = process.cwd() } = {}) {
+  constructor(modulePath, { cwd = process.cwd(), steps = new Steps() } = {}) {
     this.modulePath = modulePath;
     this.cwd = cwd;
+    this.steps = steps;
     this.store = null;
     this.closed = false;
   }
@@ -256,7 +259,18 @@ export class Server {
     }
     const id = req?.id ?? null;
     try {
-      return JSON.stringify({ id, ...(await this.answer(req)) });
+      const strike = req?.strike;
+      const k = strike?.mode === 'step' && Number.isSafeInteger(strike.k) && strike.k > 0 && this.store !== null
+        && Object.hasOwn(OPS, req.op) ? strike.k : 0;
+      if (k === 0) return JSON.stringify({ id, ...(await this.answer(req)) });
+      this.steps.arm(k, [this.store.journal, this.store.transcripts]);
+      let answer;
+      try {
+        answer = await this.answer(req);
+      } finally {
+        answer = { ...answer, strike: { seen: this.steps.disarm() } };
+      }
+      return JSON.stringify({ id, ...answer });
     } catch (err) {
       return JSON.stringify({ id, error: { type: 'ShimError', message: `could not answer: ${oneLine(err?.message ?? err)}` } });
     }

@@ -9,7 +9,7 @@ import { dirname, join } from 'node:path';
 import { after, describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
 
-import { Server, classify } from '../lib/wire.mjs';
+import { Server, classify, normalizeStore } from '../lib/wire.mjs';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const serve = join(here, '..', 'serve.mjs');
@@ -218,5 +218,55 @@ describe('serve.mjs', () => {
     const r = await child(memory, [line(hello()), line({ id: 1, op: 'close', args: {} })], { endInput: false });
     assert.equal(r.code, 0, r.stderr);
     assert.deepEqual(r.responses, [{ id: 0, ok: r.responses[0].ok }, { id: 1, ok: null }]);
+  });
+});
+
+describe('step-mode strikes', () => {
+  class Private {
+    #tenure = 0;
+    leaseTtlMs = 1000;
+    fencedWrites = true;
+    transcripts = { put() {}, get() { return null; }, list() { return []; }, delete() {} };
+    check() { return this.#tenure; }
+    async acquire(runId, owner) {
+      this.check();
+      await null;
+      this.#tenure += 1;
+      return { runId, owner, epoch: this.#tenure };
+    }
+    renew(l) { return l; }
+    release() {}
+    append() {}
+    load() { return []; }
+    putMeta() {}
+    getMeta() { return null; }
+    listRuns() { return []; }
+    delete() {}
+  }
+
+  async function struck(k) {
+    const stops = [];
+    const server = new Server(memory, { steps: undefined });
+    server.store = await normalizeStore(new Private(), 'private');
+    server.steps.stop = () => stops.push(server.steps.seen);
+    const before = Object.getOwnPropertyNames(server.store.journal);
+    const r = JSON.parse(await server.handle(JSON.stringify({ id: 1, op: 'acquire', args: { run_id: 'r', owner: 'a' }, strike: { mode: 'step', k } })));
+    assert.deepEqual(Object.getOwnPropertyNames(server.store.journal), before); // the wrappers are gone
+    return { r, stops };
+  }
+
+  it('counts method calls, returns and awaits, and stops once at boundary k', async () => {
+    const { r, stops } = await struck(3);
+    assert.deepEqual(r.ok, lease('a', 1, 'r'));
+    assert.ok(r.strike.seen >= 5, JSON.stringify(r)); // acquire in, check in, check out, the await, acquire out
+    assert.deepEqual(stops, [3]);
+  });
+
+  it('never stops past the last boundary, and leaves an unstruck call uncounted', async () => {
+    const { r, stops } = await struck(1000);
+    assert.deepEqual(stops, []);
+    assert.ok(r.strike.seen < 1000);
+    const { call } = await booted(memory);
+    assert.equal((await call('acquire', { run_id: 'r', owner: 'a' })).strike, undefined);
   });
 });

@@ -48,11 +48,18 @@ def _mutant(rest: str, options: dict[str, str]) -> StoreTarget:
                        description=f"claim store mutant: {m.summary} (breaks {m.clause})", kind="claims")
 
 
+def _exec(rest: str, options: dict[str, str]) -> StoreTarget:
+    from soak.stores.wire import exec_target
+
+    return exec_target(rest, options, kind="claims")
+
+
 #: scheme -> builder(rest_after_colon, options) -> StoreTarget (kind `claims`)
 CLAIM_SCHEMES: dict[str, Callable[[str, dict[str, str]], StoreTarget]] = {
     "memory": _memory,
     "sqlite": _sqlite,
     "mutant": _mutant,
+    "exec": _exec,
 }
 
 

@@ -205,6 +205,12 @@ def _redis(rest: str, options: dict[str, str]) -> StoreTarget:
     return networked("redis").spec_target("redis:" + rest, options)
 
 
+def _exec(rest: str, options: dict[str, str]) -> StoreTarget:
+    from soak.stores.wire import exec_target
+
+    return exec_target(rest, options)
+
+
 #: scheme -> builder(rest_after_colon, options) -> StoreTarget
 SCHEMES: dict[str, Callable[[str, dict[str, str]], StoreTarget]] = {
     "memory": _memory,
@@ -213,6 +219,7 @@ SCHEMES: dict[str, Callable[[str, dict[str, str]], StoreTarget]] = {
     "postgresql": _postgres,
     "postgres": _postgres,
     "redis": _redis,
+    "exec": _exec,
 }
 
 

@@ -46,6 +46,7 @@ from soak.storm.worker import (
     TENURE_KEY,
     TENURE_OP,
     WANTED,
+    signal_worker,
 )
 
 __all__ = ["Nemesis", "WorkerHandle", "call_elapsed_ns", "call_state"]
@@ -249,7 +250,7 @@ class Nemesis:
     @staticmethod
     def _stop(w: WorkerHandle) -> bool:
         try:
-            os.kill(w.pid, signal.SIGSTOP)
+            signal_worker(w.pid, signal.SIGSTOP)
         except ProcessLookupError:
             return False
         return _wait_stopped(w.pid)
@@ -257,7 +258,7 @@ class Nemesis:
     @staticmethod
     def _cont(w: WorkerHandle) -> None:
         try:
-            os.kill(w.pid, signal.SIGCONT)
+            signal_worker(w.pid, signal.SIGCONT)
         except ProcessLookupError:
             pass
 
@@ -381,7 +382,7 @@ class Nemesis:
         if w.paused_since is None:
             return
         try:
-            os.kill(w.pid, signal.SIGCONT)
+            signal_worker(w.pid, signal.SIGCONT)
         except ProcessLookupError:
             pass
         paused_ns = now_ns() - w.paused_since
@@ -409,13 +410,13 @@ class Nemesis:
         was_paused = w.paused_since is not None
         try:
             # stop it first so the call state read below is exactly where the kill lands
-            os.kill(w.pid, signal.SIGSTOP)
+            signal_worker(w.pid, signal.SIGSTOP)
             _wait_stopped(w.pid)
         except ProcessLookupError:
             pass
         st = call_state(w)
         try:
-            os.kill(w.pid, signal.SIGKILL)
+            signal_worker(w.pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
         w.killed = True

@@ -55,6 +55,7 @@ from soak.storm.worker import (
     WorkerSpec,
     derive_seed,
     process_name,
+    signal_worker,
     surface_codes,
     worker_entry,
 )
@@ -378,7 +379,7 @@ class _Storm:
                 forced.append(h.name)
                 st = call_state(h)
                 try:
-                    os.kill(h.pid, signal.SIGKILL)
+                    signal_worker(h.pid, signal.SIGKILL)
                 except ProcessLookupError:
                     pass
                 phase = int(h.state[PHASE])

@@ -121,17 +121,35 @@ class StrikeTimer:
             return
         surface, mode, lead_ns, delay_ns, u = strike
         if mode == "step":
-            k, n = self._next_step(surface, u)
+            k, n = self.plan_step(surface, u)
             self.position = (k, n)
-            self._seen = 0
-            self._counting = (surface, k)
-            sys.setprofile(self._on_event)
+            self.count_to(surface, k)
         else:
             self.position = (0, 0)
             self._delay_ns, self._stage = max(1, delay_ns), 1
             signal.setitimer(signal.ITIMER_REAL, max(1, lead_ns) / 1e9)
 
-    def _next_step(self, surface: str, u: float) -> tuple[int, int]:
+    def count_to(self, surface: str, k: int) -> None:
+        """Step mode: stop this process at the `k`-th boundary of the code that runs from now on (`stop_counting`
+        ends it). A wire server counts its own handling of a request with it (`soak.stores.wire_server`)."""
+        self._seen = 0
+        self._counting = (surface, k)
+        sys.setprofile(self._on_event)
+
+    def stop_counting(self) -> int:
+        """End a `count_to`; the boundaries counted."""
+        sys.setprofile(None)
+        self._counting = None
+        return self._seen
+
+    def note_steps(self, surface: str, seen: int) -> None:
+        """Record the boundaries a struck call of `surface` made (the n of the next sweep is their median)."""
+        recent = self._steps.get(surface)
+        if recent is None:
+            recent = self._steps[surface] = deque(maxlen=9)
+        recent.append(seen)
+
+    def plan_step(self, surface: str, u: float) -> tuple[int, int]:
         """The next boundary of the surface's sweep, and the n it sweeps (`u`, from the seeded plan, shuffles a new
         cycle)."""
         counts = sorted(self._steps.get(surface, ())) or [_DEFAULT_STEPS]
@@ -148,13 +166,8 @@ class StrikeTimer:
         if not self.available:
             return
         if self._counting is not None:
-            sys.setprofile(None)
             surface = self._counting[0]
-            self._counting = None
-            seen = self._steps.get(surface)
-            if seen is None:
-                seen = self._steps[surface] = deque(maxlen=9)
-            seen.append(self._seen)
+            self.note_steps(surface, self.stop_counting())
             return
         if self._stage:  # the lead alarm has not fired yet
             self._stage = 0

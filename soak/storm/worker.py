@@ -27,6 +27,7 @@ __all__ = [
     "WorkerSpec",
     "derive_seed",
     "process_name",
+    "signal_worker",
     "surface_codes",
     "worker_entry",
     "worker_main",
@@ -102,6 +103,15 @@ def _die_with_parent(parent_pid: int) -> None:
         os._exit(0)
 
 
+def signal_worker(pid: int, sig: int) -> None:
+    """Send `sig` to a worker's process group (itself and what it started for its store), or to the worker alone
+    while it does not lead one yet (it is still starting); a process already gone raises `ProcessLookupError`."""
+    if os.getpgid(pid) == pid:
+        os.killpg(pid, sig)
+    else:
+        os.kill(pid, sig)
+
+
 def worker_entry(process: str, history_dir: str, spec_blob: bytes, state: Any, stop: Any, go: Any,
                  board: Any = None) -> None:
     """Process entry: send this process's stderr to `history/<process>.stderr`, load the spec, run `worker_main`.
@@ -114,6 +124,12 @@ def worker_entry(process: str, history_dir: str, spec_blob: bytes, state: Any, s
     # workers through the stop flag), never a worker's death inside a store call, which the checker would judge.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    # The worker leads a process group of its own: what the nemesis sends it (pause, resume, kill) reaches every
+    # process it starts for its store too, such as a wire store's child (`signal_worker`).
+    try:
+        os.setpgid(0, 0)
+    except OSError:
+        pass
     err = os.open(os.path.join(history_dir, f"{process}.stderr"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     os.dup2(err, 2)
     os.close(err)
@@ -164,16 +180,31 @@ def worker_main(spec: WorkerSpec, state: Any, stop: Any, go: Any, board: Any = N
         if strike is not None:
             # the mode, negative where the nemesis is to kill the worker at the stop instead of holding it
             state[STRIKE] = (1 + MODES.index(strike[1])) * (-1 if kill else 1)
-            timer.arm(strike)
-            state[STRIKE_STEP], state[STRIKE_STEPS] = timer.position
+            child = getattr(opened.get("store"), "strike_next", None) if timer.available else None
+            if child is None:
+                timer.arm(strike)
+                state[STRIKE_STEP], state[STRIKE_STEPS] = timer.position
+            else:  # the store's code runs in a child process (a wire store): strike it there
+                surface, mode, lead_ns, delay_ns, u = strike
+                k, n = timer.plan_step(surface, u) if mode == "step" else (0, 0)
+                child(mode, k, lead_ns + delay_ns)
+                state[STRIKE_STEP], state[STRIKE_STEPS] = k, n
+                opened["struck"] = surface if mode == "step" else None
 
     def leave() -> None:
         state[IN_CALL] = 0
         if state[STRIKE]:
-            timer.disarm()
+            if "struck" in opened:
+                surface = opened.pop("struck")
+                seen = getattr(opened["store"], "strike_seen", None)
+                if surface is not None and isinstance(seen, int) and seen > 0:
+                    timer.note_steps(surface, seen)  # step mode in a wire store's child: the boundaries it counted
+            else:
+                timer.disarm()
             state[STRIKE] = 0
 
     run_ids = list(keys)
+    opened: dict[str, Any] = {}  # the store object once booted; while a wire store's child is struck, the surface
 
     def wanted() -> str | None:
         want = int(state[WANTED])
@@ -230,6 +261,7 @@ def worker_main(spec: WorkerSpec, state: Any, stop: Any, go: Any, board: Any = N
         sys.exit(4)
     leave()
     writer.complete(index, "ok")
+    opened["store"] = store
     state[PHASE] = RUNNING
     ctx = WorkerContext(
         store=store,

@@ -68,22 +68,22 @@ def _child(mode: str, u: float, steps: int = 20) -> subprocess.Popen:
 
 def _u_whose_first_step(test) -> float:
     """A plan's `u` whose sweep (64 boundaries assumed, no call counted yet) strikes first at a k passing `test`."""
-    return next(u for u in (i / 1000 for i in range(1000)) if test(StrikeTimer()._next_step("s", u)[0]))
+    return next(u for u in (i / 1000 for i in range(1000)) if test(StrikeTimer().plan_step("s", u)[0]))
 
 
 def test_step_strikes_sweep_every_boundary_once_per_cycle_in_a_seeded_order():
     timer = StrikeTimer()
     timer._steps["s"] = [12, 12, 12]  # recent struck calls of the surface made 12 boundaries
-    cycle = [timer._next_step("s", 0.25) for _ in range(12)]
+    cycle = [timer.plan_step("s", 0.25) for _ in range(12)]
     assert sorted(k for k, _ in cycle) == list(range(1, 13)) and {n for _, n in cycle} == {12}
     again = StrikeTimer()
     again._steps["s"] = [12, 12, 12]
-    assert [again._next_step("s", 0.25) for _ in range(12)] == cycle  # the same seed, the same sweep
+    assert [again.plan_step("s", 0.25) for _ in range(12)] == cycle  # the same seed, the same sweep
     other = StrikeTimer()
     other._steps["s"] = [12, 12, 12]
-    assert [other._next_step("s", 0.75) for _ in range(12)] != cycle
+    assert [other.plan_step("s", 0.75) for _ in range(12)] != cycle
     timer._steps["s"] = [5, 5, 5]  # the calls changed: a new cycle over their boundaries
-    assert sorted(timer._next_step("s", 0.5)[0] for _ in range(5)) == [1, 2, 3, 4, 5]
+    assert sorted(timer.plan_step("s", 0.5)[0] for _ in range(5)) == [1, 2, 3, 4, 5]
 
 
 @pytest.mark.parametrize(("mode", "u"), [("step", _u_whose_first_step(lambda k: k <= 3)),

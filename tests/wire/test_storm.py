@@ -1,0 +1,105 @@
+"""Storms over `exec:` with the Python wire server: a correct store passes, a broken one fails naming its clause, a
+child that dies or hangs mid-call leaves an unknown operation and a clean verdict, and no child outlives its storm."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import shlex
+import sys
+from pathlib import Path
+
+import psutil
+import pytest
+
+from soak.check import check_run
+from soak.history import Operation, operations
+from soak.rundir import history_paths
+from soak.scenario import load_scenario
+from soak.stores import resolve
+from soak.storm import run_storm
+
+SERVER = f"exec:{shlex.quote(sys.executable)} -m soak.stores.wire_server"
+
+
+def _scenario(**over):
+    sc = load_scenario("smoke", {"time_bound_s": 40.0, "kill_interval_s": 1.0, **over})
+    return dataclasses.replace(sc, quorum={k: max(1, v // 5) for k, v in sc.quorum.items()})
+
+
+def _events(run_dir: Path) -> list[dict]:
+    return [json.loads(line) for line in (run_dir / "history" / "nemesis.jsonl").read_text().splitlines()]
+
+
+def _children_gone(run_dir: Path) -> list[int]:
+    """The pids of the run's wire children (named by their stderr files) still alive."""
+    pids = [int(p.stem.rsplit("-", 1)[1]) for p in (run_dir / "wire").glob("*.stderr")]
+    assert pids
+    alive = []
+    for pid in pids:
+        try:
+            if psutil.Process(pid).status() != psutil.STATUS_ZOMBIE and "wire_server" in " ".join(
+                    psutil.Process(pid).cmdline()):
+                alive.append(pid)
+        except psutil.NoSuchProcess:
+            pass
+    return alive
+
+
+def test_a_storm_over_exec_passes_with_strikes_kills_and_pauses_reaching_the_child(tmp_path):
+    run_dir = tmp_path / "run"
+    info = run_storm(_scenario(), resolve(f"{SERVER} sqlite:"), run_dir, progress=False)
+    assert info.status == "quorum", info.quorum_reached
+    assert check_run(run_dir).result == "pass"
+    events = _events(run_dir)
+    assert any(e["kind"] == "pause" and e["v"].get("strike") for e in events)  # a struck child, held
+    assert any(e["kind"] == "kill" for e in events)
+    # each worker incarnation and the final-state reader kept its child's stderr in the run directory
+    names = {p.name.split("-")[0] for p in (run_dir / "wire").glob("*.stderr")}
+    assert {"snapshot", "w0.1"} <= names
+    assert not _children_gone(run_dir)
+
+
+def test_a_broken_store_over_exec_fails_naming_its_clause(tmp_path):
+    run_dir = tmp_path / "run"
+    run_storm(_scenario(), resolve(f"{SERVER} mutant:unfenced-meta"), run_dir, progress=False)
+    verdict = check_run(run_dir)
+    assert verdict.result == "fail" and "stale-rejected" in verdict.clauses
+
+
+def test_a_child_that_dies_mid_call_leaves_the_call_unknown_and_the_verdict_clean(tmp_path):
+    run_dir = tmp_path / "run"
+    # a quorum of the core counts: every death costs its worker a fresh child's boot
+    sc = dataclasses.replace(_scenario(), quorum={"takeovers": 4, "accepted_append": 10, "stale_append": 2, "kills": 1})
+    info = run_storm(sc, resolve(f"{SERVER} tests.wire.stores:dies_after_nth_append?n=25"), run_dir, progress=False)
+    assert info.status == "quorum", info.quorum_reached
+    ops = [x for x in operations(history_paths(run_dir)) if isinstance(x, Operation)]
+    died = [op for op in ops if op.f == "append" and op.outcome == "info" and op.error == "WireStoreError"]
+    assert died and all("closed its stdout during append" in (op.message or "") for op in died)
+    assert check_run(run_dir).result == "pass"  # an append that applied but was never answered is allowed
+    assert not _children_gone(run_dir)
+
+
+def test_a_child_that_hangs_mid_call_is_killed_with_its_worker_at_the_call_bound(tmp_path):
+    run_dir = tmp_path / "run"
+    sc = _scenario(workers=2, time_bound_s=6.0, call_timeout_s=1.0, pause_interval_s=0.0, kill_interval_s=0.0,
+                   grace_s=0.5)
+    info = run_storm(sc, resolve(f"{SERVER} tests.wire.stores:hangs_at_nth_append?n=3"), run_dir, progress=False)
+    assert info.status == "timeout"
+    verdict = check_run(run_dir)
+    assert verdict.result == "fail" and verdict.clauses == ["call-returns"]
+    assert any(e["kind"] == "timeout-kill" and e["v"]["surface"] == "append" for e in _events(run_dir))
+    assert not _children_gone(run_dir)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mutant", ["split-fence", "stale-release", "epoch-reset-delete"])
+def test_more_broken_stores_over_exec_fail(tmp_path, mutant):
+    from soak.stores.mutants import MUTANTS
+
+    run_dir = tmp_path / "run"
+    run_storm(load_scenario("smoke"), resolve(f"{SERVER} mutant:{mutant}"), run_dir, progress=False)
+    verdict = check_run(run_dir)
+    assert verdict.result == "fail"
+    # the storm names the clause a late stale write breaks where the fence is split (as it does for the direct store)
+    assert MUTANTS[mutant].clause in verdict.clauses or (mutant == "split-fence" and "stale-rejected" in verdict.clauses)

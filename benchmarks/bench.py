@@ -25,6 +25,7 @@ import argparse
 import dataclasses
 import json
 import os
+import shlex
 import statistics
 import subprocess
 import sys
@@ -45,6 +46,8 @@ from soak.history import HistoryWriter  # noqa: E402
 __all__ = ["main", "spread"]
 
 MUTANTS = ("unfenced-meta", "stale-release", "no-run-match")
+#: the reference SQLite store served over the wire protocol by the Python wire server
+WIRE_SQLITE = f"exec:{shlex.quote(sys.executable)} -m soak.stores.wire_server sqlite:"
 STORM_RATIO_TARGET = 0.7
 CALL_RATIO_TARGET = 0.8  # storm calls/raw, nemesis off
 TAKEOVER_RATIO_TARGET = 0.6  # takeovers/s over R/T in a smoke storm
@@ -73,6 +76,8 @@ def _throughput(rounds: int, workers: int, raw_s: float, storm_s: float) -> None
     from soak.workloads.runs.options import MIX_KEYS
 
     raw, rec, storm, calls, ratio, overhead, call_ratio, diag, diag_ratio, cpu_overhead = ([] for _ in range(10))
+    wire: list[float] = []
+    wire_ratio: list[float] = []  # the wire store's storm rate over the direct store's, the same round
     cpu_us: list[tuple[float, float]] = []
     worst: list[float] = []  # the raw loop's longest append, in ms: how long the store starves a writer at its limit
     # diagnostic storm: no acquire contention (8 runs for the workers) and long tenures of writes
@@ -88,6 +93,9 @@ def _throughput(rounds: int, workers: int, raw_s: float, storm_s: float) -> None
         cpu_us.append((bare.cpu_per_op_s * 1e6, recd.cpu_per_op_s * 1e6))
         s = storm_rate("sqlite:", workers=workers, seconds=storm_s)
         d = storm_rate("sqlite:", workers=workers, seconds=storm_s, **writes_only)
+        w = storm_rate(WIRE_SQLITE, workers=workers, seconds=storm_s)
+        wire.append(w.rate)
+        wire_ratio.append(w.rate / s.rate if s.rate else 0.0)
         raw.append(r)
         rec.append(rr)
         storm.append(s.rate)
@@ -118,6 +126,9 @@ def _throughput(rounds: int, workers: int, raw_s: float, storm_s: float) -> None
          f"every recorded store call counted; target >= {CALL_RATIO_TARGET}: {met}")
     _row("diagnostic storm, accepted/s", spread(diag), "8 runs, tenures of 30 meta/blob puts")
     _row("diagnostic storm/raw ratio", spread(diag_ratio, pct), "the harness without the workload's mix")
+    _row("wire storm rate, accepted mutations/s", spread(wire),
+         "exec: the Python wire server over sqlite:, nemesis off (docs/wire.md)")
+    _row("wire/direct storm ratio", spread(wire_ratio, pct), "the same round's sqlite: storm rate; 1.00 = free")
 
 
 def _checker(sizes: Sequence[int]) -> None:

@@ -214,6 +214,8 @@ class _Client:
     """The half of a wire store object both kinds share: the child, hello, one call at a time, strikes."""
 
     injectable_clock = False
+    #: the store's code runs in another process: a pause of the caller's thread lands outside it
+    code_in_child = True
 
     def __init__(self, argv: list[str], spec: str, location: str, lease_ttl_ms: int, options: dict[str, str],
                  kind: str) -> None:
@@ -221,6 +223,7 @@ class _Client:
         self._ttl = int(lease_ttl_ms)
         self._strike: tuple[Any, ...] | None = None
         self.strike_seen: int | None = None  # step mode: the boundaries the child counted in the struck call
+        self.strike_landed = False  # the struck call stopped the child before it answered
         self._closed = False
         self._child = self._start()
         self.hello: dict[str, Any] = self._hello_answer
@@ -259,18 +262,21 @@ class _Client:
 
     # -- strikes ----------------------------------------------------------------------------------
 
-    def strike_next(self, mode: str, k: int = 0, delay_ns: int = 0) -> None:
+    def strike_next(self, mode: str | None, k: int = 0, delay_ns: int = 0) -> None:
         """Strike the next call in the child: `step` asks the child to stop itself at boundary `k` of its handling;
         `kernel` stops the child `delay_ns` after the request is written. Either way this process then stops
-        itself, inside the call (soak.storm.nemesis holds it and continues its process group)."""
-        self._strike = (mode, k, delay_ns)
+        itself, inside the call (soak.storm.nemesis holds it and continues its process group). None disarms."""
+        self._strike = None if mode is None else (mode, k, delay_ns)
         self.strike_seen = None
+        self.strike_landed = False
 
     def _await_strike(self, child: _Child, strike: tuple[Any, ...], deadline: float) -> None:
         mode, _, delay_ns = strike
         if mode == "kernel":
             if child.readable(delay_ns / 1e9):
-                return  # answered before the instant: the stop would land after the call
+                # answered before the instant (or this process ran late, descheduled past it): a stop now would
+                # land after the call, a miss
+                return
             try:
                 os.kill(child.proc.pid, signal.SIGSTOP)
             except ProcessLookupError:
@@ -279,10 +285,12 @@ class _Client:
             if child.readable(0):
                 os.kill(child.proc.pid, signal.SIGCONT)  # it had answered: after the call, let it go
                 return
+            self.strike_landed = True
             os.kill(os.getpid(), signal.SIGSTOP)
             return
         while time.monotonic() < deadline and not child.readable(_STRIKE_POLL_S):
             if _state(child.proc.pid) in (b"T", b"t"):
+                self.strike_landed = True
                 os.kill(os.getpid(), signal.SIGSTOP)
                 return
 
@@ -338,7 +346,7 @@ class _Client:
                 pass
             try:
                 child.proc.stdin.close()
-                child.proc.wait(5)
+                child.proc.wait(0.2)  # its store is closed: what is left is its own exit, not worth a caller's wait
             except (OSError, subprocess.TimeoutExpired):
                 pass
         child.kill()

@@ -58,9 +58,7 @@ class _VersionError(Exception):
 
 def serve(spec: str, inp: BinaryIO, out: BinaryIO) -> int:
     """Serve `spec` over the protocol on `inp`/`out` until `close` or EOF; the exit status."""
-    from soak.storm.strike import StrikeTimer
-
-    timer = StrikeTimer()
+    timer: Any = None  # the step-mode strike counter, made at the first strike (its import is half a boot)
     store: Any = None
     table: dict[str, Any] = {}
     for raw in inp:
@@ -100,6 +98,10 @@ def serve(spec: str, inp: BinaryIO, out: BinaryIO) -> int:
         strike = request.get("strike")
         k = int(strike.get("k", 0)) if isinstance(strike, dict) and strike.get("mode") == "step" else 0
         extra: dict[str, Any] = {}
+        if k and timer is None:
+            from soak.storm.strike import StrikeTimer
+
+            timer = StrikeTimer()
         if k and timer.available:
             timer.count_to(op, k)
         try:

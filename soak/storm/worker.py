@@ -196,7 +196,9 @@ def worker_main(spec: WorkerSpec, state: Any, stop: Any, go: Any, board: Any = N
         if state[STRIKE]:
             if "struck" in opened:
                 surface = opened.pop("struck")
-                seen = getattr(opened["store"], "strike_seen", None)
+                store = opened["store"]
+                seen = store.strike_seen
+                store.strike_next(None)  # a strike the call never carried to the child ends with the call
                 if surface is not None and isinstance(seen, int) and seen > 0:
                     timer.note_steps(surface, seen)  # step mode in a wire store's child: the boundaries it counted
             else:

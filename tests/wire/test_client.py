@@ -143,7 +143,7 @@ def test_a_child_that_hangs_fails_the_call_at_the_client_bound(tmp_path, monkeyp
         started = time.monotonic()
         with pytest.raises(WireStoreError, match="did not answer append within 1 s"):
             store.append("r", JournalEntry(1, b"one"), lease)
-        assert time.monotonic() - started < 5
+        assert time.monotonic() - started < 20  # the 1 s bound, not the hang
         assert hung.poll() is not None  # killed
         assert store.renew(lease) == lease  # a fresh child
     finally:
@@ -156,3 +156,29 @@ def test_stderr_beside_a_location_outside_a_run_directory_is_dropped_when_empty(
     assert path.parent == tmp_path / "loc.wire" and path.name.startswith("main-")
     store.close()
     assert not path.exists() and not path.parent.exists()
+
+
+def test_a_claim_store_round_trips_with_conflicts_typed(tmp_path):
+    from soak.claims import CheckoutConflictError, Claimant
+
+    loc = tmp_path / "loc"
+    loc.mkdir()
+    store = resolve(f"{SERVER} sqlite:", kind="claims").open(str(loc), 5000)
+    try:
+        me, other = Claimant("n1", "a1", "run-1"), Claimant("n2", "a2")
+        claim = store.claim("p", "t", me)
+        assert claim.owner == me and claim.lease_epoch == 1 and isinstance(claim.renewed_at, float)
+        assert store.heartbeat("p", "t", me, 1).lease_epoch == 1
+        with pytest.raises(CheckoutConflictError) as conflict:
+            store.claim("p", "t", other)
+        assert conflict.value.current_holder is not None and conflict.value.current_holder.owner == me
+        store.record_progress("p", "t", me, 1, 4)
+        row = store.task("p", "t")
+        assert row.step == 4 and row.mirrors(store.get("p", "t")) and store.tasks("p") == [row]
+        assert store.claims("p") == [store.get("p", "t")] and store.audit("p") == [] and store.reconcile("p") == []
+        with pytest.raises(CheckoutConflictError):
+            store.recover("p", "t", 1, other, "node offline")  # still within its lease
+        store.release("p", "t", me, 1)
+        assert store.get("p", "t").owner is None and store.claim("p", "t", other).lease_epoch == 2
+    finally:
+        store.close()

@@ -244,3 +244,31 @@ def test_the_model_passes_the_memory_store():
 def test_the_model_fails_a_broken_variant_naming_its_clause(store, clauses):
     outcome = check_model(spec(store), max_examples=100)
     assert not outcome.passed and outcome.clause in clauses, outcome
+
+
+def _state(pid: int) -> str:
+    with open(f"/proc/{pid}/stat") as fh:
+        stat = fh.read()
+    return stat[stat.rindex(")") + 2]
+
+
+def test_a_step_strike_stops_the_child_inside_the_call_and_reports_the_boundaries(children):
+    import os
+    import signal
+
+    c = children("sqlite-two-statement.mjs")
+    la = c.send("acquire", run_id="r", owner="a")
+    request = {"id": c.next_id, "op": "put_meta", "strike": {"mode": "step", "k": 3},
+               "args": {"meta": {"run_id": "r", "status": "running", "segments": 1, "payload": ""}, "lease": la}}
+    c.proc.stdin.write(json.dumps(request) + "\n")
+    c.proc.stdin.flush()
+    deadline = time.monotonic() + 10
+    while _state(c.proc.pid) != "T":
+        assert time.monotonic() < deadline, "the child never stopped itself"
+        time.sleep(0.001)
+    os.kill(c.proc.pid, signal.SIGCONT)
+    response = json.loads(c.proc.stdout.readline())
+    assert response["id"] == request["id"] and response["ok"] is None
+    assert response["strike"]["seen"] > 3  # every call and return of the store's methods in put_meta
+    c.next_id += 1
+    assert c.send("get_meta", run_id="r")["segments"] == 1

@@ -265,12 +265,13 @@ export class Server {
       if (k === 0) return JSON.stringify({ id, ...(await this.answer(req)) });
       this.steps.arm(k, [this.store.journal, this.store.transcripts]);
       let answer;
+      let seen;
       try {
         answer = await this.answer(req);
       } finally {
-        answer = { ...answer, strike: { seen: this.steps.disarm() } };
+        seen = this.steps.disarm();
       }
-      return JSON.stringify({ id, ...answer });
+      return JSON.stringify({ id, ...answer, strike: { seen } });
     } catch (err) {
       return JSON.stringify({ id, error: { type: 'ShimError', message: `could not answer: ${oneLine(err?.message ?? err)}` } });
     }

@@ -222,13 +222,14 @@ def test_a_storm_passes_the_sqlite_store(tmp_path):
 @pytest.mark.slow
 def test_a_storm_catches_the_two_statement_fence(tmp_path):
     """The seed's F3 over the wire: a step-mode strike stops the child between its check and its write. Measured:
-    caught by 7 of 8 smoke storms, 7-14 s each (docs/wire.md, section 7), so two storms here."""
+    caught by 12 of 13 smoke storms, 6-15 s each (docs/wire.md, section 7), so two storms here, and slow: one miss
+    in thirteen is too often for the default run."""
     verdicts = []
     for seed in (11, 12):
         sc = load_scenario("smoke", {"time_bound_s": 90.0, "stop_on_violation": True, "seed": seed})
         run_storm(sc, resolve(spec("sqlite-two-statement.mjs")), tmp_path / str(seed), progress=False)
         verdicts.append(check_run(tmp_path / str(seed)))
-    assert any(v.result == "fail" and "stale-rejected" in v.clauses for v in verdicts), verdicts
+    assert any(v.result == "fail" and {"stale-rejected", "live-accepted"} & set(v.clauses) for v in verdicts), verdicts
 
 
 def test_the_model_passes_the_memory_store():

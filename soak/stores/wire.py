@@ -29,6 +29,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from soak._procstat import proc_state
 from soak.clauses import default_call_bound_s
 from soak.errors import StoreBootError, StoreSpecError
 from soak.stores._wire_codec import CLAIM_CALLS, PROTOCOL_VERSION, RUN_CALLS, decode, encode, typed_error
@@ -39,6 +40,7 @@ __all__ = ["WireClaimStore", "WireStore", "WireStoreError", "call_timeout_s", "e
 _PR_SET_PDEATHSIG = 1
 #: the environment variable that overrides the client's own bound on one call (seconds)
 TIMEOUT_ENV = "SOAK_WIRE_CALL_TIMEOUT_S"
+_BOOT_S = 60.0  # the least time a child has to answer its hello: a boot is slower than a call
 _STRIKE_POLL_S = 0.001  # how often a struck call looks whether the child has stopped itself
 
 
@@ -88,18 +90,9 @@ def _stderr_dir(location: str) -> tuple[Path, bool]:
     return loc.parent / f"{loc.name}.wire", False
 
 
-def _state(pid: int) -> bytes:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as fh:
-            stat = fh.read()
-        return stat[stat.rindex(b")") + 2:stat.rindex(b")") + 3]
-    except (OSError, ValueError):
-        return b""
-
-
-def _wait_state(pid: int, timeout_s: float) -> bool:
+def _wait_stopped(pid: int, timeout_s: float) -> bool:
     deadline = time.monotonic() + timeout_s
-    while _state(pid) not in (b"T", b"t", b""):
+    while proc_state(pid) not in (b"T", b"t", b""):
         if time.monotonic() > deadline:
             return False
         time.sleep(0.0002)
@@ -188,12 +181,12 @@ class _Child:
         ready, _, _ = select.select([self.out], [], [], max(0.0, timeout_s))
         return bool(ready)
 
-    def receive(self, op: str, rid: int, deadline: float) -> dict[str, Any]:
+    def receive(self, op: str, rid: int, deadline: float, bound_s: float = 0.0) -> dict[str, Any]:
         while b"\n" not in self.buf:
             left = deadline - time.monotonic()
             if left <= 0 or not self.readable(left):
-                raise self.fail(f"the child did not answer {op} within {self.timeout_s:g} s ({TIMEOUT_ENV} sets "
-                                "this bound)")
+                raise self.fail(f"the child did not answer {op} within {max(self.timeout_s, bound_s):g} s "
+                                f"({TIMEOUT_ENV} sets this bound)")
             chunk = os.read(self.out, 1 << 16)
             if not chunk:
                 self.proc.poll()
@@ -235,7 +228,7 @@ class _Client:
                 "lease_ttl_ms": self._ttl, "options": self._options}
         try:
             child.send({"id": 0, "op": "hello", "args": args})
-            response = child.receive("hello", 0, time.monotonic() + child.timeout_s)
+            response = child.receive("hello", 0, time.monotonic() + max(child.timeout_s, _BOOT_S), _BOOT_S)
         except WireStoreError as exc:
             raise StoreBootError(f"store {self._spec} failed to boot: {child.dead}; fix the store or its "
                                  "command") from exc
@@ -281,7 +274,7 @@ class _Client:
                 os.kill(child.proc.pid, signal.SIGSTOP)
             except ProcessLookupError:
                 return
-            _wait_state(child.proc.pid, 0.2)
+            _wait_stopped(child.proc.pid, 0.2)
             if child.readable(0):
                 os.kill(child.proc.pid, signal.SIGCONT)  # it had answered: after the call, let it go
                 return
@@ -289,7 +282,7 @@ class _Client:
             os.kill(os.getpid(), signal.SIGSTOP)
             return
         while time.monotonic() < deadline and not child.readable(_STRIKE_POLL_S):
-            if _state(child.proc.pid) in (b"T", b"t"):
+            if proc_state(child.proc.pid) in (b"T", b"t"):
                 self.strike_landed = True
                 os.kill(os.getpid(), signal.SIGSTOP)
                 return

@@ -29,6 +29,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from soak._procstat import proc_state
 from soak.history import HistoryWriter, now_ns
 from soak.workloads.context import MODES
 from soak.storm.worker import (
@@ -120,16 +121,6 @@ def call_elapsed_ns(handle: WorkerHandle, now: int) -> int:
         return 0
     paused = now - handle.paused_since if handle.paused_since is not None else 0
     return now - int(st[SINCE_NS]) - handle.pause_credit.get(int(st[OP_INDEX]), 0) - paused
-
-
-def _proc_state(pid: int) -> bytes:
-    """The kernel's one-letter scheduling state of a process (b"" when it is gone)."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as fh:
-            stat = fh.read()
-        return stat[stat.rindex(b")") + 2:stat.rindex(b")") + 3]
-    except (OSError, ValueError):
-        return b""
 
 
 def _syscall(pid: int) -> str:
@@ -229,7 +220,7 @@ class Nemesis:
                 # own steps while it runs (check, then write), and while it waits for a lock or
                 # a reply after a check made without it. Aim at either, at random.
                 want = (b"R",) if self.rng.random() < 0.5 else (b"S", b"D")
-                poised = [w for w in mutating if _proc_state(w.pid) in want]
+                poised = [w for w in mutating if proc_state(w.pid) in want]
                 target = self.rng.choice(poised or mutating or in_call) if in_call else None
                 if target is None:
                     time.sleep(0.0001)

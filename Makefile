@@ -2,6 +2,9 @@ PY ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# The JavaScript shim's packages (better-sqlite3 for its example store), for the tests marked `node`.
+JS := adapters/js
+JS_STAMP := $(JS)/node_modules/.soak-installed
 
 .PHONY: setup storm test test-slow conformance bench clean
 
@@ -11,7 +14,13 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install --quiet -e '.[test]'
 	touch $(STAMP)
 
-setup: $(STAMP)
+# Without npm the node tests skip (and fail under SOAK_REQUIRE_SERVICES=1, as in CI).
+$(JS_STAMP): $(JS)/package-lock.json
+	@if command -v npm >/dev/null 2>&1; then \
+		npm ci --prefix $(JS) --no-audit --no-fund --loglevel=error && touch $@; \
+	else echo "npm not found: the JavaScript shim's tests (marker node) will skip"; fi
+
+setup: $(STAMP) $(JS_STAMP)
 
 storm: $(STAMP)
 	$(BIN)/soak storm
@@ -25,7 +34,7 @@ REDIS_URL ?= redis://127.0.0.1:6379/0
 # The networked stores run the model in real time (no injectable clock): 25 programs each, not the profile's
 # 100 under CI (measured on the shared 2-core machine: about 15 s for PostgreSQL, 6 s for Redis; 100 would be 78 s
 # for PostgreSQL). They need both servers, as CI has.
-test: $(STAMP)
+test: $(STAMP) $(JS_STAMP)
 	$(BIN)/pytest -q models --store memory:
 	$(BIN)/pytest -q models --store sqlite:
 	$(BIN)/pytest -q models --store $(PG_URL) --soak-examples 25
@@ -35,8 +44,8 @@ test: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench.py
 
-test-slow: $(STAMP)
+test-slow: $(STAMP) $(JS_STAMP)
 	$(BIN)/pytest -n 2 -q -m slow
 
 clean:
-	rm -rf $(VENV) build *.egg-info
+	rm -rf $(VENV) build *.egg-info $(JS)/node_modules

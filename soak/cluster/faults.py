@@ -1,0 +1,140 @@
+"""The host-level nemesis of a storm across hosts: kill a whole host, pause a whole host, cut a host off the store.
+
+On a seeded schedule (the scenario's `host_*` keys), each action a `host-*` event in `history/nemesis.jsonl`
+naming the host, its workers and what was done:
+- `host-kill`: every process of the host is killed at once (on a simulated host every process of its network
+  namespace, its Dask worker and agent included; on a real one the agent kills its workers, then itself). Its
+  operations in flight stay unknown; the host is out of the storm, which goes on with the others. One host
+  always survives.
+- `host-pause`: every worker of the host is stopped (SIGSTOP) for `pause_ms`, by its agent (each stop also a
+  `pause` event naming the worker); the agent itself keeps answering.
+- `host-partition`: for `host_partition_ms`, every packet the host sends to the store is dropped by a `tc` filter
+  inside its namespace (`netem loss 100%` on the store's port): its calls hang, then fail or time out in the
+  driver (refused or unknown, never accepted unseen), then `host-heal` lifts it. Simulated hosts only.
+"""
+
+from __future__ import annotations
+
+import random
+import subprocess
+from typing import Any
+
+from soak.errors import ScenarioError
+
+__all__ = ["HostFaults", "check_host_faults"]
+
+
+def check_host_faults(scenario: Any, namespaced: bool) -> None:
+    if scenario.host_partition_interval_s and not namespaced:
+        raise ScenarioError("host_partition_interval_s: partitioning a host needs simulated hosts in network "
+                            "namespaces (soak storm --hosts N as root); set host_partition_interval_s = 0")
+    if scenario.host_partition_interval_s and scenario.host_partition_ms <= 0:
+        raise ScenarioError("host_partition_interval_s needs host_partition_ms > 0 (how long a partition lasts)")
+
+
+def _tc(netns: str, *args: str) -> None:
+    cmd = ["ip", "netns", "exec", netns, "tc", *args]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=10)
+    if out.returncode != 0:
+        raise OSError(f"`{' '.join(cmd)}` failed: {out.stderr.strip()}")
+
+
+def partition_from(netns: str, device: str, address: str, port: int) -> None:
+    """Drop every packet the namespace sends to `address`:`port` (the store, through its forwarder)."""
+    _tc(netns, "qdisc", "add", "dev", device, "root", "handle", "1:", "prio", "bands", "3", "priomap",
+        *(["1"] * 16))
+    _tc(netns, "qdisc", "add", "dev", device, "parent", "1:3", "handle", "30:", "netem", "loss", "100%")
+    _tc(netns, "filter", "add", "dev", device, "parent", "1:", "protocol", "ip", "prio", "1", "u32",
+        "match", "ip", "dst", f"{address}/32", "match", "ip", "dport", str(port), "0xffff", "flowid", "1:3")
+
+
+def heal(netns: str, device: str) -> None:
+    subprocess.run(["ip", "netns", "exec", netns, "tc", "qdisc", "del", "dev", device, "root"],
+                   capture_output=True, timeout=10)
+
+
+class HostFaults:
+    """The schedule and the actions; `kill` and `store_port` come from the cluster that made the hosts."""
+
+    def __init__(self, scenario: Any, *, kill: Any, store: tuple[str, int] | None = None) -> None:
+        self.sc = scenario
+        self.kill_host = kill  # (storm, agent) -> list of pids killed
+        self.store = store  # (address, port) the hosts reach the store at (a partition drops packets to it)
+        self.rng: random.Random | None = None
+        self.next: dict[str, int | None] = {}
+        self.partitioned: dict[str, tuple[Any, int]] = {}  # host -> (agent, heal at ns)
+        self.counts: dict[str, int] = {}
+
+    def _after(self, t: int, mean_s: float) -> int | None:
+        if mean_s <= 0:
+            return None
+        return t + int(mean_s * self.rng.uniform(0.5, 1.5) * 1e9)
+
+    def begin(self, storm: Any, t: int) -> None:
+        self.rng = storm.host_rng
+        self.next = {"kill": self._after(t, self.sc.host_kill_interval_s),
+                     "pause": self._after(t, self.sc.host_pause_interval_s),
+                     "partition": self._after(t, self.sc.host_partition_interval_s)}
+
+    def step(self, storm: Any, now: int) -> None:
+        for host, (agent, until) in list(self.partitioned.items()):
+            if now >= until:
+                self._heal(storm, host, agent)
+        live = [a for a in storm.agents if a.lost is None]
+        for kind, interval in (("kill", self.sc.host_kill_interval_s), ("pause", self.sc.host_pause_interval_s),
+                               ("partition", self.sc.host_partition_interval_s)):
+            due = self.next.get(kind)
+            if due is None or now < due:
+                continue
+            self.next[kind] = self._after(now, interval)
+            if kind == "kill":
+                if len(live) > 1:  # one host always survives
+                    victim = self.rng.choice(live)
+                    live.remove(victim)
+                    self._kill(storm, victim)
+            elif kind == "pause":
+                if live:
+                    self._pause(storm, self.rng.choice(live))
+            else:
+                free = [a for a in live if a.host.name not in self.partitioned and a.host.netns]
+                if free:
+                    self._partition(storm, self.rng.choice(free), now)
+
+    def _count(self, kind: str) -> None:
+        self.counts[kind] = self.counts.get(kind, 0) + 1
+
+    def _kill(self, storm: Any, agent: Any) -> None:
+        storm.drain_all()  # what the host wrote so far: its start events included
+        workers = [w["name"] for w in agent.workers]
+        pids = self.kill_host(storm, agent)
+        storm.events.event("host-kill", {"host": agent.host.name, "workers": workers, "pids": pids})
+        self._count("host-kill")
+        storm.lose(agent, "killed by the nemesis (host-kill)")
+
+    def _pause(self, storm: Any, agent: Any) -> None:
+        try:
+            storm._call(agent, "pause_host")
+        except Exception as exc:  # noqa: BLE001 - the next drain notices a lost host
+            storm.events.event("host-pause", {"host": agent.host.name, "failed": str(exc)[:200]})
+            return
+        storm.events.event("host-pause", {"host": agent.host.name, "workers": [w["name"] for w in agent.workers],
+                                          "ms": self.sc.effective_pause_ms})
+        self._count("host-pause")
+
+    def _partition(self, storm: Any, agent: Any, now: int) -> None:
+        address, port = self.store
+        partition_from(agent.host.netns, agent.host.device, address, port)
+        self.partitioned[agent.host.name] = (agent, now + self.sc.host_partition_ms * 1_000_000)
+        storm.events.event("host-partition", {"host": agent.host.name, "from": "store", "store": f"{address}:{port}",
+                                              "ms": self.sc.host_partition_ms,
+                                              "workers": [w["name"] for w in agent.workers]})
+        self._count("host-partition")
+
+    def _heal(self, storm: Any, host: str, agent: Any) -> None:
+        heal(agent.host.netns, agent.host.device)
+        del self.partitioned[host]
+        storm.events.event("host-heal", {"host": host, "from": "store"})
+
+    def heal_all(self, storm: Any) -> None:
+        for host, (agent, _) in list(self.partitioned.items()):
+            self._heal(storm, host, agent)

@@ -1,0 +1,231 @@
+"""A local simulated cluster of N hosts for `soak storm --hosts N`: one network namespace per host.
+
+Each host is a network namespace with its own address on a bridge in the root namespace (a veth pair per host),
+running its own `dask worker` (`ip netns exec`); the scheduler runs in the root namespace, listening on the
+bridge's address. A host's network is then its own: a packet filter (`tc`) inside its namespace partitions that
+host alone, and killing every process of the namespace kills the host. The store's server listens on the root
+namespace's loopback, which a namespace cannot reach: `soak.cluster.forward` listens on the bridge address and
+forwards to it (docs/cluster.md says why a forwarder and not NAT).
+
+Without root (or without `ip netns`), `simulated_cluster` says so in one line and starts plain local Dask
+workers instead: the storm still spreads over N worker processes, but host-level network faults are off.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from soak.errors import HarnessError
+
+__all__ = ["Host", "SimulatedCluster", "namespaces_unavailable", "simulated_cluster"]
+
+_START_TIMEOUT_S = 60.0
+
+
+@dataclass
+class Host:
+    """One simulated host: its name, namespace (None without namespaces), address and `dask worker` process."""
+
+    name: str
+    netns: str | None
+    address: str
+    device: str | None = None  # the host's end of its veth pair, inside its namespace
+    process: subprocess.Popen | None = None
+
+
+@dataclass
+class SimulatedCluster:
+    """What `simulated_cluster` started: the scheduler's address, the hosts, and the root side's addresses."""
+
+    scheduler: str
+    hosts: list[Host]
+    bridge_address: str | None  # where the root namespace is reachable from the hosts (None: no namespaces)
+    namespaced: bool
+    note: str = ""
+    procs: list[subprocess.Popen] = field(default_factory=list)
+
+    def host(self, name: str) -> Host:
+        return next(h for h in self.hosts if h.name == name)
+
+
+def namespaces_unavailable() -> str | None:
+    """Why network namespaces cannot be used here (None when they can)."""
+    if not sys.platform.startswith("linux"):
+        return "network namespaces are Linux only"
+    if os.geteuid() != 0:
+        return "network namespaces need root"
+    if shutil.which("ip") is None:
+        return "`ip` (iproute2) is not installed"
+    probe = f"soakprobe{os.getpid()}"
+    try:
+        subprocess.run(["ip", "netns", "add", probe], check=True, capture_output=True, timeout=10)
+    except (subprocess.SubprocessError, OSError) as exc:
+        err = getattr(exc, "stderr", b"") or b""
+        return f"`ip netns add` failed ({err.decode(errors='replace').strip() or exc})"
+    subprocess.run(["ip", "netns", "delete", probe], capture_output=True, timeout=10)
+    return None
+
+
+def _ip(*args: str, netns: str | None = None) -> None:
+    cmd = ["ip", *(["netns", "exec", netns, "ip"] if netns else []), *args]
+    out = subprocess.run(cmd, capture_output=True, timeout=10)
+    if out.returncode != 0:
+        raise HarnessError(f"`{' '.join(cmd)}` failed: {out.stderr.decode(errors='replace').strip()}")
+
+
+def _subnet(token: int) -> str:
+    """A /24 for this cluster's bridge, drawn from the token so that parallel clusters do not collide."""
+    return f"10.{180 + (token >> 8) % 60}.{token % 256}"
+
+
+def _python() -> str:
+    return sys.executable
+
+
+def _dask(kind: str) -> list[str]:
+    return [_python(), "-m", f"distributed.cli.dask_{kind}"]
+
+
+def _wait_workers(scheduler_file: Path, names: set[str], procs: list[subprocess.Popen], timeout_s: float) -> str:
+    """Wait until the scheduler file exists and every named worker has joined; return the scheduler's address."""
+    from distributed import Client
+
+    deadline = time.monotonic() + timeout_s
+    while not scheduler_file.is_file() or not scheduler_file.read_text().strip():
+        if time.monotonic() > deadline or any(p.poll() is not None for p in procs):
+            raise HarnessError("the Dask scheduler did not start (see its log in the cluster directory)")
+        time.sleep(0.05)
+    address = json.loads(scheduler_file.read_text())["address"]
+    with Client(address, timeout=timeout_s) as client:
+        while True:
+            joined = {w.get("name") for w in client.scheduler_info(n_workers=-1)["workers"].values()}
+            if names <= {str(n) for n in joined}:
+                return address
+            dead = [p for p in procs if p.poll() is not None]
+            if time.monotonic() > deadline or dead:
+                raise HarnessError(f"Dask workers {sorted(names - {str(n) for n in joined})} did not join the "
+                                   f"scheduler within {timeout_s:.0f} s (see their logs in the cluster directory)")
+            time.sleep(0.1)
+
+
+def _kill(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            proc.kill()
+    try:
+        proc.wait(5)
+    except subprocess.TimeoutExpired:
+        pass
+
+
+def kill_netns_processes(netns: str) -> list[int]:
+    """SIGKILL every process inside a network namespace (a whole host); returns their pids."""
+    out = subprocess.run(["ip", "netns", "pids", netns], capture_output=True, text=True, timeout=10)
+    pids = [int(p) for p in out.stdout.split()]
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    return pids
+
+
+def signal_netns_processes(netns: str, sig: int) -> list[int]:
+    """Send `sig` to every process inside a network namespace; returns their pids."""
+    out = subprocess.run(["ip", "netns", "pids", netns], capture_output=True, text=True, timeout=10)
+    pids = [int(p) for p in out.stdout.split()]
+    for pid in pids:
+        try:
+            os.kill(pid, sig)
+        except ProcessLookupError:
+            pass
+    return pids
+
+
+@contextmanager
+def simulated_cluster(n: int, *, log_dir: str | os.PathLike[str] | None = None,
+                      quiet: bool = False) -> Iterator[SimulatedCluster]:
+    """Start a scheduler and `n` hosts (namespaced where possible); tear everything down on exit, also on failure.
+
+    `log_dir` keeps the scheduler's and the workers' logs (default: a temporary directory, removed afterwards).
+    """
+    if n < 1:
+        raise HarnessError(f"--hosts {n}: a cluster needs at least one host; pass --hosts 1 or more")
+    why = namespaces_unavailable()
+    own_logs = log_dir is None
+    logs = Path(tempfile.mkdtemp(prefix="soak-cluster-")) if own_logs else Path(log_dir)
+    logs.mkdir(parents=True, exist_ok=True)
+    token = os.getpid() % 15000
+    tag = f"{token}"
+    bridge = f"skb{tag}"
+    procs: list[subprocess.Popen] = []
+    hosts: list[Host] = []
+    made_bridge = False
+    try:
+        if why is None:
+            net = _subnet(token)
+            bridge_ip = f"{net}.1"
+            _ip("link", "add", bridge, "type", "bridge")
+            made_bridge = True
+            _ip("addr", "add", f"{bridge_ip}/24", "dev", bridge)
+            _ip("link", "set", bridge, "up")
+            for i in range(n):
+                ns, outer, inner = f"soak-{tag}-h{i}", f"skv{tag}h{i}", f"skh{tag}h{i}"
+                hosts.append(Host(f"h{i}", ns, f"{net}.{i + 2}", device=inner))
+                _ip("netns", "add", ns)
+                _ip("link", "add", outer, "type", "veth", "peer", "name", inner)
+                _ip("link", "set", inner, "netns", ns)
+                _ip("link", "set", outer, "master", bridge)
+                _ip("link", "set", outer, "up")
+                _ip("addr", "add", f"{net}.{i + 2}/24", "dev", inner, netns=ns)
+                _ip("link", "set", inner, "up", netns=ns)
+                _ip("link", "set", "lo", "up", netns=ns)
+            listen, note = bridge_ip, f"cluster: {n} hosts, each its own network namespace on bridge {bridge} ({net}.0/24)"
+        else:
+            bridge_ip = None
+            listen = "127.0.0.1"
+            hosts = [Host(f"h{i}", None, "127.0.0.1") for i in range(n)]
+            note = (f"cluster: {why}; falling back to {n} plain local Dask workers (host-level network faults "
+                    "are off)")
+        if not quiet:
+            print(note, flush=True)
+        sched_file = logs / "scheduler.json"
+        sched_log = open(logs / "scheduler.log", "ab")
+        procs.append(subprocess.Popen([*_dask("scheduler"), "--host", listen, "--port", "0", "--no-dashboard",
+                                       "--scheduler-file", str(sched_file)], stdout=sched_log, stderr=sched_log,
+                                      stdin=subprocess.DEVNULL, start_new_session=True))
+        for h in hosts:
+            log = open(logs / f"{h.name}.log", "ab")
+            cmd = [*_dask("worker"), "--scheduler-file", str(sched_file), "--name", h.name, "--nthreads", "2",
+                   "--no-nanny", "--no-dashboard", "--host", h.address, "--death-timeout", "60"]
+            if h.netns:
+                cmd = ["ip", "netns", "exec", h.netns, *cmd]
+            h.process = subprocess.Popen(cmd, stdout=log, stderr=log, stdin=subprocess.DEVNULL,
+                                         start_new_session=True)
+            procs.append(h.process)
+        address = _wait_workers(sched_file, {h.name for h in hosts}, procs, _START_TIMEOUT_S)
+        yield SimulatedCluster(address, hosts, bridge_ip, why is None, note, procs)
+    finally:
+        for p in reversed(procs):
+            _kill(p)
+        for h in hosts:
+            if h.netns:
+                kill_netns_processes(h.netns)
+                subprocess.run(["ip", "netns", "delete", h.netns], capture_output=True, timeout=10)
+        if made_bridge:
+            subprocess.run(["ip", "link", "delete", bridge], capture_output=True, timeout=10)
+        if own_logs:
+            shutil.rmtree(logs, ignore_errors=True)

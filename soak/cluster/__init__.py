@@ -86,9 +86,9 @@ def run_cluster_storm(scenario: Any, target: Any, out_dir: Any, *, hosts: int | 
         try:
             host_target, store_at = target, None
             if sim.namespaced:
-                forwarder = Forwarder(sim.bridge_address, upstream_of(target)[1])
-                host_target = proxied_target(target, forwarder.port, sim.bridge_address)
-                store_at = (sim.bridge_address, forwarder.port)
+                forwarder = Forwarder(sim.store_address, upstream_of(target)[1])
+                host_target = proxied_target(target, forwarder.port, sim.store_address)
+                store_at = (sim.store_address, forwarder.port)
             client = _client(sim.scheduler)
             try:
                 addrs = {str(w.get("name")): a for a, w in client.scheduler_info(n_workers=-1)["workers"].items()}

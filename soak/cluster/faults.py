@@ -8,9 +8,10 @@ naming the host, its workers and what was done:
   always survives.
 - `host-pause`: every worker of the host is stopped (SIGSTOP) for `pause_ms`, by its agent (each stop also a
   `pause` event naming the worker); the agent itself keeps answering.
-- `host-partition`: for `host_partition_ms`, every packet the host sends to the store is dropped by a `tc` filter
-  inside its namespace (`netem loss 100%` on the store's port): its calls hang, then fail or time out in the
-  driver (refused or unknown, never accepted unseen), then `host-heal` lifts it. Simulated hosts only.
+- `host-partition`: for `host_partition_ms`, every packet the host sends to the store is dropped by a blackhole
+  route inside its namespace (the store's forwarder has an address of its own, so the host still reaches the
+  orchestrator): its calls hang, then complete late or fail (refused or unknown, never accepted unseen), then
+  `host-heal` lifts it. Simulated hosts only.
 """
 
 from __future__ import annotations
@@ -32,25 +33,21 @@ def check_host_faults(scenario: Any, namespaced: bool) -> None:
         raise ScenarioError("host_partition_interval_s needs host_partition_ms > 0 (how long a partition lasts)")
 
 
-def _tc(netns: str, *args: str) -> None:
-    cmd = ["ip", "netns", "exec", netns, "tc", *args]
-    out = subprocess.run(cmd, capture_output=True, text=True, timeout=10)
+def _route(netns: str, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(["ip", "netns", "exec", netns, "ip", "route", *args], capture_output=True, text=True,
+                          timeout=10)
+
+
+def partition_from(netns: str, address: str) -> None:
+    """Cut the namespace off from `address` (the store's forwarder): a blackhole route drops every packet it
+    sends there, silently, as a dead link does; nothing else of the host's network changes."""
+    out = _route(netns, "add", "blackhole", f"{address}/32")
     if out.returncode != 0:
-        raise OSError(f"`{' '.join(cmd)}` failed: {out.stderr.strip()}")
+        raise OSError(f"`ip route add blackhole {address}/32` in {netns} failed: {out.stderr.strip()}")
 
 
-def partition_from(netns: str, device: str, address: str, port: int) -> None:
-    """Drop every packet the namespace sends to `address`:`port` (the store, through its forwarder)."""
-    _tc(netns, "qdisc", "add", "dev", device, "root", "handle", "1:", "prio", "bands", "3", "priomap",
-        *(["1"] * 16))
-    _tc(netns, "qdisc", "add", "dev", device, "parent", "1:3", "handle", "30:", "netem", "loss", "100%")
-    _tc(netns, "filter", "add", "dev", device, "parent", "1:", "protocol", "ip", "prio", "1", "u32",
-        "match", "ip", "dst", f"{address}/32", "match", "ip", "dport", str(port), "0xffff", "flowid", "1:3")
-
-
-def heal(netns: str, device: str) -> None:
-    subprocess.run(["ip", "netns", "exec", netns, "tc", "qdisc", "del", "dev", device, "root"],
-                   capture_output=True, timeout=10)
+def heal(netns: str, address: str) -> None:
+    _route(netns, "del", "blackhole", f"{address}/32")
 
 
 class HostFaults:
@@ -110,6 +107,7 @@ class HostFaults:
         storm.events.event("host-kill", {"host": agent.host.name, "workers": workers, "pids": pids})
         self._count("host-kill")
         storm.lose(agent, "killed by the nemesis (host-kill)")
+        storm.killed(agent)
 
     def _pause(self, storm: Any, agent: Any) -> None:
         try:
@@ -123,7 +121,7 @@ class HostFaults:
 
     def _partition(self, storm: Any, agent: Any, now: int) -> None:
         address, port = self.store
-        partition_from(agent.host.netns, agent.host.device, address, port)
+        partition_from(agent.host.netns, address)
         self.partitioned[agent.host.name] = (agent, now + self.sc.host_partition_ms * 1_000_000)
         storm.events.event("host-partition", {"host": agent.host.name, "from": "store", "store": f"{address}:{port}",
                                               "ms": self.sc.host_partition_ms,
@@ -131,7 +129,7 @@ class HostFaults:
         self._count("host-partition")
 
     def _heal(self, storm: Any, host: str, agent: Any) -> None:
-        heal(agent.host.netns, agent.host.device)
+        heal(agent.host.netns, self.store[0])
         del self.partitioned[host]
         storm.events.event("host-heal", {"host": host, "from": "store"})
 

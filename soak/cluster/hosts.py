@@ -2,10 +2,10 @@
 
 Each host is a network namespace with its own address on a bridge in the root namespace (a veth pair per host),
 running its own `dask worker` (`ip netns exec`); the scheduler runs in the root namespace, listening on the
-bridge's address. A host's network is then its own: a packet filter (`tc`) inside its namespace partitions that
-host alone, and killing every process of the namespace kills the host. The store's server listens on the root
-namespace's loopback, which a namespace cannot reach: `soak.cluster.forward` listens on the bridge address and
-forwards to it (docs/cluster.md says why a forwarder and not NAT).
+bridge's address. A host's network is then its own: a blackhole route inside its namespace partitions that host
+alone, and killing every process of the namespace kills the host. The store's server listens on the root
+namespace's loopback, which a namespace cannot reach: `soak.cluster.forward` listens on a second address of the
+bridge and forwards to it (docs/cluster.md says why a forwarder and not NAT).
 
 Without root (or without `ip netns`), `simulated_cluster` says so in one line and starts plain local Dask
 workers instead: the storm still spreads over N worker processes, but host-level network faults are off.
@@ -51,6 +51,7 @@ class SimulatedCluster:
     scheduler: str
     hosts: list[Host]
     bridge_address: str | None  # where the root namespace is reachable from the hosts (None: no namespaces)
+    store_address: str | None  # the root namespace's second address, where the store's forwarder listens
     namespaced: bool
     note: str = ""
     procs: list[subprocess.Popen] = field(default_factory=list)
@@ -181,6 +182,8 @@ def simulated_cluster(n: int, *, log_dir: str | os.PathLike[str] | None = None,
             _ip("link", "add", bridge, "type", "bridge")
             made_bridge = True
             _ip("addr", "add", f"{bridge_ip}/24", "dev", bridge)
+            # a second address for the store's forwarder alone: a partition from the store is a route to it
+            _ip("addr", "add", f"{net}.254/24", "dev", bridge)
             _ip("link", "set", bridge, "up")
             for i in range(n):
                 ns, outer, inner = f"soak-{tag}-h{i}", f"skv{tag}h{i}", f"skh{tag}h{i}"
@@ -217,7 +220,8 @@ def simulated_cluster(n: int, *, log_dir: str | os.PathLike[str] | None = None,
                                          start_new_session=True)
             procs.append(h.process)
         address = _wait_workers(sched_file, {h.name for h in hosts}, procs, _START_TIMEOUT_S)
-        yield SimulatedCluster(address, hosts, bridge_ip, why is None, note, procs)
+        yield SimulatedCluster(address, hosts, bridge_ip, f"{_subnet(token)}.254" if why is None else None,
+                               why is None, note, procs)
     finally:
         for p in reversed(procs):
             _kill(p)

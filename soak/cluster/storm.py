@@ -81,6 +81,7 @@ class ClusterStorm(_Storm):
         self.agents: list[_Agent] = []
         self.clocks = Clocks()
         self.files: dict[str, Any] = {}  # run-dir history file name -> fd
+        self.spawned: dict[str, dict[str, Any]] = {}  # host -> its workers spawned and not yet ended -> pid
         self.host_rng = random.Random(derive_seed(scenario.seed, -4, 0))
 
     # -- shipping -----------------------------------------------------------------------------------
@@ -104,10 +105,13 @@ class ClusterStorm(_Storm):
             if "ts" in obj:
                 obj["ts"] = int(obj["ts"]) - offset  # onto the orchestrator's clock
             obj["h"] = host
-            if obj.get("t") == "event" and obj.get("kind") == "spawn":
+            if obj.get("t") == "event" and obj.get("p") == "nemesis":
                 v = obj.get("v") or {}
-                if "target" in v and "slot" in v:
+                if obj.get("kind") == "spawn" and "target" in v and "slot" in v:
                     self.worker_seeds[v["target"]] = derive_seed(self.sc.seed, v["slot"], v.get("incarnation", 1))
+                    self.spawned.setdefault(host, {})[v["target"]] = v.get("pid")
+                elif obj.get("kind") in ("kill", "timeout-kill", "exit") and "target" in v:
+                    self.spawned.get(host, {}).pop(v["target"], None)
             out.append(_orjson_dumps(obj))
         if out:
             os.write(fd, b"\n".join(out) + b"\n")
@@ -138,6 +142,18 @@ class ClusterStorm(_Storm):
             rest = complete[n:]
             if rest:
                 self._write(agent.host.name, path.name, b"\n".join(rest) + b"\n")
+
+    def killed(self, agent: _Agent) -> None:
+        """After a host-kill, once the rest of its history was read from its disk: how each of its workers ended,
+        as the nemesis's kill of one worker is recorded (a worker killed before it wrote anything never reached
+        the store). Only where its disk is readable here: elsewhere its unshipped lines are lost and say nothing."""
+        if not self.cluster.shared_fs:
+            return
+        for name, pid in sorted(self.spawned.pop(agent.host.name, {}).items()):
+            started = (self.history_dir / f"{name}.jsonl").is_file()
+            self.events.event("kill" if started else "exit",
+                              {"target": name, "pid": pid, "host": agent.host.name, "host_kill": True,
+                               **({} if started else {"forced": True, "phase": "starting"})})
 
     def _call(self, agent: _Agent, method: str, *args: Any, timeout: float = _CALL_TIMEOUT_S) -> Any:
         return getattr(agent.actor, method)(*args).result(timeout=timeout)

@@ -156,6 +156,19 @@ def signal_netns_processes(netns: str, sig: int) -> list[int]:
     return pids
 
 
+def _remove_stale(tag: str, n: int) -> None:
+    """Remove what a dead cluster with this token left behind (the token is this process's: its owner is gone)."""
+    out = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, timeout=10)
+    for line in out.stdout.splitlines():
+        name = line.split()[0] if line.split() else ""
+        if name.startswith(f"soak-{tag}-h"):
+            kill_netns_processes(name)
+            subprocess.run(["ip", "netns", "delete", name], capture_output=True, timeout=10)
+    subprocess.run(["ip", "link", "delete", f"skb{tag}"], capture_output=True, timeout=10)
+    for i in range(n):
+        subprocess.run(["ip", "link", "delete", f"skv{tag}h{i}"], capture_output=True, timeout=10)
+
+
 @contextmanager
 def simulated_cluster(n: int, *, log_dir: str | os.PathLike[str] | None = None,
                       quiet: bool = False) -> Iterator[SimulatedCluster]:
@@ -177,6 +190,7 @@ def simulated_cluster(n: int, *, log_dir: str | os.PathLike[str] | None = None,
     made_bridge = False
     try:
         if why is None:
+            _remove_stale(tag, n)
             net = _subnet(token)
             bridge_ip = f"{net}.1"
             _ip("link", "add", bridge, "type", "bridge")

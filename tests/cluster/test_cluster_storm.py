@@ -1,0 +1,78 @@
+"""Storms across simulated hosts (network namespaces, one `dask worker` each) against the real servers."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+import pytest
+
+from soak.check import check_run
+from soak.cluster import run_cluster_storm
+from soak.cluster.hosts import namespaces_unavailable
+from soak.scenario import load_scenario
+from soak.stores import resolve
+from tests.stores.net import PG
+
+_WHY = namespaces_unavailable()
+needs_netns = pytest.mark.skipif(_WHY is not None, reason=f"simulated hosts need network namespaces: {_WHY}")
+
+
+def _records(run_dir):
+    for path in sorted((run_dir / "history").glob("*.jsonl")):
+        for line in path.read_text().splitlines():
+            yield path.name, json.loads(line)
+
+
+def _storm(tmp_path, spec, **overrides):
+    scenario = load_scenario("smoke", {"workers": 6, **overrides})
+    out = tmp_path / "run"
+    info = run_cluster_storm(scenario, resolve(spec), out, hosts=3, progress=False, quiet=True)
+    return info, out, check_run(out)
+
+
+def _no_leftovers():
+    netns = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    assert not [n for n in netns.split() if n.startswith("soak-")], netns
+
+
+@needs_netns
+@pytest.mark.postgres
+def test_reference_passes_on_three_hosts_through_host_kill_pause_and_partition(tmp_path):
+    info, out, verdict = _storm(tmp_path, PG, time_bound_s=60.0, host_kill_interval_s=4.0,
+                                host_pause_interval_s=3.0, host_partition_interval_s=2.0, host_partition_ms=600)
+    assert info.status == "quorum", info.error
+    assert verdict.result == "pass", verdict.summary()
+    hosts = {}
+    kinds = []
+    for name, rec in _records(out):
+        if name == "final-state.jsonl":
+            continue
+        if name.startswith("w"):
+            assert rec.get("h") in ("h0", "h1", "h2"), rec  # every worker record names its host
+            hosts.setdefault(rec["h"], set()).add(rec["p"])
+        if rec.get("p") == "nemesis":
+            kinds.append((rec.get("kind"), rec.get("v", {})))
+    assert set(hosts) == {"h0", "h1", "h2"}
+    cluster = [v for k, v in kinds if k == "cluster"][0]
+    assert all(h["netns"] for h in cluster["hosts"])
+    killed = [v for k, v in kinds if k == "host-kill"]
+    assert killed, "no host was killed"
+    assert any(k == "host-partition" for k, _ in kinds) and any(k == "host-heal" for k, _ in kinds)
+    assert any(k == "host-pause" for k, _ in kinds)
+    # the killed host's workers ended by the kill: each a kill (or, never started, a forced exit) event
+    ended = {v["target"] for k, v in kinds if k in ("kill", "exit") and v.get("host_kill")}
+    assert set(killed[0]["workers"]) <= ended
+    clocks = json.loads((out / "clocks.json").read_text())
+    assert set(clocks["hosts"]) == {"h0", "h1", "h2"}
+    assert 0 < clocks["max_error_ms"] == json.loads((out / "run.json").read_text())["clock_error_ms"]
+    _no_leftovers()
+
+
+@needs_netns
+@pytest.mark.redis
+def test_unfenced_lock_mutant_fails_on_three_hosts(tmp_path):
+    info, out, verdict = _storm(tmp_path, "mutant:redis-setnx-lock", time_bound_s=12.0)
+    assert verdict.result == "fail", verdict.summary()
+    assert "stale-rejected" in {v.clause for v in verdict.violations}
+    _no_leftovers()

@@ -104,8 +104,9 @@ def _wait_workers(scheduler_file: Path, names: set[str], procs: list[subprocess.
 
     deadline = time.monotonic() + timeout_s
     while not scheduler_file.is_file() or not scheduler_file.read_text().strip():
-        if time.monotonic() > deadline or any(p.poll() is not None for p in procs):
-            raise HarnessError("the Dask scheduler did not start (see its log in the cluster directory)")
+        dead = [p for p in procs if p.poll() is not None]
+        if time.monotonic() > deadline or dead:
+            raise HarnessError(f"the Dask cluster did not start: {_why(dead[0]) if dead else 'no scheduler file'}")
         time.sleep(0.05)
     address = json.loads(scheduler_file.read_text())["address"]
     with Client(address, timeout=timeout_s) as client:
@@ -116,8 +117,19 @@ def _wait_workers(scheduler_file: Path, names: set[str], procs: list[subprocess.
             dead = [p for p in procs if p.poll() is not None]
             if time.monotonic() > deadline or dead:
                 raise HarnessError(f"Dask workers {sorted(names - {str(n) for n in joined})} did not join the "
-                                   f"scheduler within {timeout_s:.0f} s (see their logs in the cluster directory)")
+                                   f"scheduler within {timeout_s:.0f} s" + (f": {_why(dead[0])}" if dead else ""))
             time.sleep(0.1)
+
+
+def _why(proc: subprocess.Popen) -> str:
+    """One line on how a cluster process ended: its command and the last line of its log."""
+    last = ""
+    try:
+        lines = Path(proc.log).read_text(errors="replace").strip().splitlines()  # type: ignore[attr-defined]
+        last = lines[-1] if lines else ""
+    except (OSError, AttributeError):
+        pass
+    return f"`{' '.join(proc.args[:6])} ...` exited with status {proc.returncode}" + (f" ({last[:300]})" if last else "")
 
 
 def _kill(proc: subprocess.Popen) -> None:
@@ -170,11 +182,13 @@ def _remove_stale(tag: str, n: int) -> None:
 
 
 @contextmanager
-def simulated_cluster(n: int, *, log_dir: str | os.PathLike[str] | None = None,
-                      quiet: bool = False) -> Iterator[SimulatedCluster]:
+def simulated_cluster(n: int, *, log_dir: str | os.PathLike[str] | None = None, quiet: bool = False,
+                      clock_offsets_s: dict[str, float] | None = None) -> Iterator[SimulatedCluster]:
     """Start a scheduler and `n` hosts (namespaced where possible); tear everything down on exit, also on failure.
 
     `log_dir` keeps the scheduler's and the workers' logs (default: a temporary directory, removed afterwards).
+    `clock_offsets_s` moves a host's CLOCK_MONOTONIC (its history clock) forward by that many seconds: a time
+    namespace (`unshare --time`), so the host's clock really differs from the orchestrator's.
     """
     if n < 1:
         raise HarnessError(f"--hosts {n}: a cluster needs at least one host; pass --hosts 1 or more")
@@ -224,14 +238,21 @@ def simulated_cluster(n: int, *, log_dir: str | os.PathLike[str] | None = None,
         procs.append(subprocess.Popen([*_dask("scheduler"), "--host", listen, "--port", "0", "--no-dashboard",
                                        "--scheduler-file", str(sched_file)], stdout=sched_log, stderr=sched_log,
                                       stdin=subprocess.DEVNULL, start_new_session=True))
+        procs[-1].log = sched_log.name  # type: ignore[attr-defined]
         for h in hosts:
             log = open(logs / f"{h.name}.log", "ab")
             cmd = [*_dask("worker"), "--scheduler-file", str(sched_file), "--name", h.name, "--nthreads", "2",
                    "--no-nanny", "--no-dashboard", "--host", h.address, "--death-timeout", "60"]
+            offset = (clock_offsets_s or {}).get(h.name)
+            if offset:
+                if not h.netns:
+                    raise HarnessError("a host clock offset needs simulated hosts in namespaces (root)")
+                cmd = ["unshare", "--time", f"--monotonic={int(offset)}", "--fork", *cmd]
             if h.netns:
                 cmd = ["ip", "netns", "exec", h.netns, *cmd]
             h.process = subprocess.Popen(cmd, stdout=log, stderr=log, stdin=subprocess.DEVNULL,
                                          start_new_session=True)
+            h.process.log = log.name  # type: ignore[attr-defined]
             procs.append(h.process)
         address = _wait_workers(sched_file, {h.name for h in hosts}, procs, _START_TIMEOUT_S)
         yield SimulatedCluster(address, hosts, bridge_ip, f"{_subnet(token)}.254" if why is None else None,

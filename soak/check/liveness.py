@@ -42,6 +42,8 @@ class _Lives:
         self.started: set[str] = set()
         self.crashes: dict[str, dict[str, Any]] = {}
         self.store_exits: dict[tuple[str, int], dict[str, Any]] = {}
+        # a storm across hosts: workers of a host lost before all it wrote was shipped -> the host
+        self.cut_short: dict[str, str] = {}
         for ev in events:
             v = _value(ev)
             if ev.process != "nemesis":
@@ -54,6 +56,9 @@ class _Lives:
                 elif ev.kind == "store-exit" and isinstance(v.get("i"), int):
                     self.store_exits[(ev.process, v["i"])] = v
                 continue
+            if ev.kind == "host-lost" and v.get("history_complete") is False:
+                for w in v.get("workers") or ():
+                    self.cut_short[w] = v.get("host")
             target = v.get("target")
             if not isinstance(target, str):
                 continue
@@ -129,8 +134,10 @@ def lost_workers(facts: Any) -> list[str]:
     if not facts.from_storm:
         return []
     lives = _Lives(facts.events)
-    lost = []
+    lost = sorted(lives.cut_short)
     for name in sorted(lives.spawned):
+        if name in lives.cut_short:
+            continue
         if name in lives.started:
             continue
         end = lives.ends.get(name, (0, "", {}))[2]
@@ -156,6 +163,10 @@ def history_gaps(facts: Any, whole_history: frozenset[str] = frozenset()) -> lis
                            "which workers ran, paused and died is unknown")
         lost = lost_workers(facts)
         for name in lost:
+            if name in lives.cut_short:
+                reasons.append(f"worker {name}'s host {lives.cut_short[name]} was lost before everything it recorded "
+                               "was shipped: the end of its history is missing, so its last operations are unknown")
+                continue
             reasons.append(f"spawned worker {name} (pid {lives.spawned[name].get('pid')}) left no history: "
                            f"history/{name}.jsonl is missing, so its operations are unknown")
         if lost and whole_history:

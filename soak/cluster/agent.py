@@ -24,9 +24,25 @@ from typing import Any
 
 import dill
 
-__all__ = ["HostAgent"]
+__all__ = ["HostAgent", "code_digest"]
 
 _TICK_S = 0.005
+
+
+def code_digest() -> str:
+    """A digest of the soak package's source files as they are now: every host must run the orchestrator's code."""
+    import hashlib
+
+    root = Path(__file__).resolve().parent.parent
+    h = hashlib.blake2b(digest_size=8)
+    for path in sorted(root.rglob("*.py")):
+        h.update(str(path.relative_to(root)).encode())
+        h.update(path.read_bytes())
+    return h.hexdigest()
+
+
+#: the code this process loaded (a Dask worker started before soak changed keeps running the old code)
+_LOADED = code_digest()
 
 
 def _engine_class() -> Any:
@@ -125,6 +141,10 @@ class HostAgent:
         self.partial: dict[str, bytes] = {}
         self.local_dir: Path | None = None
 
+    def code(self) -> str:
+        """The digest of the soak code this host's process loaded."""
+        return _LOADED
+
     def clock(self) -> int:
         """This host's history clock (CLOCK_MONOTONIC ns), as its workers read it."""
         from soak.history import now_ns
@@ -187,6 +207,22 @@ class HostAgent:
         self.engine.go_event.set()
         self.engine.done.wait(timeout_s)
         return {"summary": self.engine.summary, "error": self.engine.error, "done": self.engine.done.is_set()}
+
+    def freeze(self) -> list[str]:
+        """Stop (SIGSTOP) every worker process of this host and wait until the kernel shows each stopped: what they
+        wrote is then all there is, for a drain before the host is killed. Returns the workers frozen."""
+        from soak.storm.nemesis import _wait_stopped
+
+        self.engine.stop_requested = True  # the engine loop must not continue or replace them now
+        frozen = []
+        for h in self.engine.handles:
+            try:
+                os.kill(h.pid, signal.SIGSTOP)
+            except (ProcessLookupError, TypeError):
+                continue
+            _wait_stopped(h.pid, 1.0)
+            frozen.append(h.name)
+        return frozen
 
     def discard(self) -> None:
         """Remove this host's local directory, once everything in it was shipped."""

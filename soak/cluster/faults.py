@@ -101,13 +101,21 @@ class HostFaults:
         self.counts[kind] = self.counts.get(kind, 0) + 1
 
     def _kill(self, storm: Any, agent: Any) -> None:
-        storm.drain_all()  # what the host wrote so far: its start events included
+        # Freeze every worker of the host first, then ship what they wrote: nothing they do can go unrecorded
+        # between the last drain and the kill (a call in flight stays an invoke without completion: unknown).
+        try:
+            storm._call(agent, "freeze")
+            frozen = True
+        except Exception:  # noqa: BLE001 - killed anyway; what it wrote since the last drain may be lost
+            frozen = False
+        storm.drain_all()
         workers = [w["name"] for w in agent.workers]
         pids = self.kill_host(storm, agent)
-        storm.events.event("host-kill", {"host": agent.host.name, "workers": workers, "pids": pids})
+        storm.events.event("host-kill", {"host": agent.host.name, "workers": workers, "pids": pids,
+                                         "frozen": frozen})
         self._count("host-kill")
-        storm.lose(agent, "killed by the nemesis (host-kill)")
-        storm.killed(agent)
+        storm.lose(agent, "killed by the nemesis (host-kill)", complete=frozen)
+        storm.killed(agent, complete=frozen)
 
     def _pause(self, storm: Any, agent: Any) -> None:
         try:

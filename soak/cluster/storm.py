@@ -143,11 +143,12 @@ class ClusterStorm(_Storm):
             if rest:
                 self._write(agent.host.name, path.name, b"\n".join(rest) + b"\n")
 
-    def killed(self, agent: _Agent) -> None:
-        """After a host-kill, once the rest of its history was read from its disk: how each of its workers ended,
-        as the nemesis's kill of one worker is recorded (a worker killed before it wrote anything never reached
-        the store). Only where its disk is readable here: elsewhere its unshipped lines are lost and say nothing."""
-        if not self.cluster.shared_fs:
+    def killed(self, agent: _Agent, complete: bool) -> None:
+        """After a host-kill, once its history is complete (its workers were frozen before the last drain, or its
+        disk is readable here): how each of its workers ended, as the nemesis's kill of one worker is recorded (a
+        worker killed before it wrote anything never reached the store). Otherwise its unshipped lines are lost
+        and its workers' ends say nothing."""
+        if not (complete or self.cluster.shared_fs):
             return
         for name, pid in sorted(self.spawned.pop(agent.host.name, {}).items()):
             started = (self.history_dir / f"{name}.jsonl").is_file()
@@ -158,12 +159,23 @@ class ClusterStorm(_Storm):
     def _call(self, agent: _Agent, method: str, *args: Any, timeout: float = _CALL_TIMEOUT_S) -> Any:
         return getattr(agent.actor, method)(*args).result(timeout=timeout)
 
-    def lose(self, agent: _Agent, why: str) -> None:
+    def lose(self, agent: _Agent, why: str, complete: bool = False) -> None:
+        """Take a host out of the storm. `complete`: everything its workers recorded was shipped (they were frozen
+        first); else the checker sets aside what needs the whole history, unless its disk is readable here."""
         if agent.lost is not None:
             return
         agent.lost = why
-        self.events.event("host-lost", {"host": agent.host.name, "why": why,
-                                        "workers": [w["name"] for w in agent.workers]})
+        complete = complete or self.cluster.shared_fs
+        self.events.event("host-lost", {"host": agent.host.name, "why": why, "history_complete": complete,
+                                        "workers": sorted({*(w["name"] for w in agent.workers),
+                                                           *self.spawned.get(agent.host.name, {})})})
+        faults = self.cluster.faults
+        if faults is not None and "host-kill" not in why:
+            # a host out of the storm must not go on writing behind it (the final state is read after the stop)
+            try:
+                faults.kill_host(self, agent)
+            except Exception:  # noqa: BLE001 - unreachable: docs/cluster.md says what that leaves
+                pass
         self.ship_rest(agent)
 
     def drain_all(self) -> None:
@@ -202,6 +214,20 @@ class ClusterStorm(_Storm):
             actor = client.submit(HostAgent, h.name, actor=True, workers=[h.worker], allow_other_workers=False,
                                   pure=False).result(timeout=60)
             self.agents.append(_Agent(h, actor, slots[h.name]))
+        from soak.cluster.agent import code_digest
+
+        here = code_digest()
+        for a in self.agents:
+            try:
+                there = self._call(a, "code")
+            except Exception as exc:  # noqa: BLE001 - an agent of an older soak has no such method
+                raise ScenarioError(f"host {a.host.name} ({a.host.worker}) did not say which soak code it runs "
+                                    f"({type(exc).__name__}): install this soak on every host and restart its dask "
+                                    "worker") from exc
+            if there != here:
+                raise ScenarioError(f"host {a.host.name} ({a.host.worker}) runs other soak code than this orchestrator "
+                                    f"({there} there, {here} here): install this soak on every host and restart "
+                                    "its dask worker")
         for a in self.agents:
             self.clocks.sync(a.host.name, lambda a=a: self._call(a, "clock"))
         self.events.event("cluster", {"hosts": [{"host": a.host.name, "worker": a.host.worker, "slots": a.slots,

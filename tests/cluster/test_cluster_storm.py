@@ -10,6 +10,7 @@ import pytest
 from soak.check import check_run
 from soak.cluster import run_cluster_storm
 from soak.cluster.hosts import namespaces_unavailable
+from soak.report import build_report
 from soak.scenario import load_scenario
 from soak.stores import resolve
 from tests.stores.net import PG
@@ -66,6 +67,9 @@ def test_reference_passes_on_three_hosts_through_host_kill_pause_and_partition(t
     clocks = json.loads((out / "clocks.json").read_text())
     assert set(clocks["hosts"]) == {"h0", "h1", "h2"}
     assert 0 < clocks["max_error_ms"] == json.loads((out / "run.json").read_text())["clock_error_ms"]
+    html = build_report(out).read_text()
+    assert "<h2>Hosts</h2>" in html and (out / "hosts.png").stat().st_size > 0
+    assert all(f"<td>{h}</td>" in html for h in ("h0", "h1", "h2"))
     _no_leftovers()
 
 

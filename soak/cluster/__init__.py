@@ -52,10 +52,11 @@ def _kill_remote(storm: Any, agent: Any) -> list[int]:
 
 def run_cluster_storm(scenario: Any, target: Any, out_dir: Any, *, hosts: int | None = None,
                       scheduler: str | None = None, progress: bool = True, quiet: bool = False,
-                      clock_offsets_s: dict[str, float] | None = None) -> Any:
+                      clock_offsets_s: dict[str, float] | None = None, namespaces: bool = True) -> Any:
     """`run_storm` across the hosts of a simulated cluster (`hosts`) or of the Dask scheduler at `scheduler`.
 
-    `clock_offsets_s` (simulated hosts): host name -> seconds its history clock runs ahead of the orchestrator's."""
+    `clock_offsets_s` (simulated hosts): host name -> seconds its history clock runs ahead of the orchestrator's;
+    `namespaces` False: simulated hosts as plain local Dask workers (the fallback without root)."""
     from soak.cluster.faults import HostFaults, check_host_faults
     from soak.cluster.storm import ClusterSpec, ClusterStorm, HostSpec, check_cluster_scenario
     from soak.storm.netfault import proxied_target, upstream_of
@@ -83,7 +84,7 @@ def run_cluster_storm(scenario: Any, target: Any, out_dir: Any, *, hosts: int | 
     from soak.cluster.forward import Forwarder
     from soak.cluster.hosts import simulated_cluster
 
-    with simulated_cluster(hosts or 1, quiet=quiet, clock_offsets_s=clock_offsets_s) as sim:
+    with simulated_cluster(hosts or 1, quiet=quiet, clock_offsets_s=clock_offsets_s, namespaces=namespaces) as sim:
         check_host_faults(scenario, namespaced=sim.namespaced)
         forwarder = None
         try:

@@ -28,7 +28,7 @@ from pathlib import Path
 
 from soak.errors import HarnessError
 
-__all__ = ["Host", "SimulatedCluster", "namespaces_unavailable", "simulated_cluster"]
+__all__ = ["Host", "SimulatedCluster", "cluster_token", "namespaces_unavailable", "simulated_cluster"]
 
 _START_TIMEOUT_S = 60.0
 
@@ -76,6 +76,11 @@ def namespaces_unavailable() -> str | None:
         return f"`ip netns add` failed ({err.decode(errors='replace').strip() or exc})"
     subprocess.run(["ip", "netns", "delete", probe], capture_output=True, timeout=10)
     return None
+
+
+def cluster_token() -> int:
+    """What names this process's simulated cluster (namespaces, links, subnet): its pid, kept short."""
+    return os.getpid() % 15000
 
 
 def _ip(*args: str, netns: str | None = None) -> None:
@@ -183,20 +188,22 @@ def _remove_stale(tag: str, n: int) -> None:
 
 @contextmanager
 def simulated_cluster(n: int, *, log_dir: str | os.PathLike[str] | None = None, quiet: bool = False,
-                      clock_offsets_s: dict[str, float] | None = None) -> Iterator[SimulatedCluster]:
+                      clock_offsets_s: dict[str, float] | None = None,
+                      namespaces: bool = True) -> Iterator[SimulatedCluster]:
     """Start a scheduler and `n` hosts (namespaced where possible); tear everything down on exit, also on failure.
 
     `log_dir` keeps the scheduler's and the workers' logs (default: a temporary directory, removed afterwards).
     `clock_offsets_s` moves a host's CLOCK_MONOTONIC (its history clock) forward by that many seconds: a time
-    namespace (`unshare --time`), so the host's clock really differs from the orchestrator's.
+    namespace (`unshare --time`), so the host's clock really differs from the orchestrator's. `namespaces` False
+    starts the fallback (plain local Dask workers) even where namespaces are available.
     """
     if n < 1:
         raise HarnessError(f"--hosts {n}: a cluster needs at least one host; pass --hosts 1 or more")
-    why = namespaces_unavailable()
+    why = namespaces_unavailable() if namespaces else "network namespaces not wanted"
     own_logs = log_dir is None
     logs = Path(tempfile.mkdtemp(prefix="soak-cluster-")) if own_logs else Path(log_dir)
     logs.mkdir(parents=True, exist_ok=True)
-    token = os.getpid() % 15000
+    token = cluster_token()
     tag = f"{token}"
     bridge = f"skb{tag}"
     procs: list[subprocess.Popen] = []

@@ -8,8 +8,9 @@ import subprocess
 import pytest
 
 from soak.check import check_run
+from soak.errors import ScenarioError
 from soak.cluster import run_cluster_storm
-from soak.cluster.hosts import namespaces_unavailable
+from soak.cluster.hosts import cluster_token, namespaces_unavailable
 from soak.report import build_report
 from soak.scenario import load_scenario
 from soak.stores import resolve
@@ -33,8 +34,12 @@ def _storm(tmp_path, spec, **overrides):
 
 
 def _no_leftovers():
+    """This process's cluster left no namespace or link behind (others' storms may be running beside it)."""
+    token = cluster_token()
     netns = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
-    assert not [n for n in netns.split() if n.startswith("soak-")], netns
+    assert not [n for n in netns.split() if n.startswith(f"soak-{token}-")], netns
+    links = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True).stdout
+    assert f"skb{token}" not in links and f"skv{token}h" not in links
 
 
 @needs_netns
@@ -99,3 +104,20 @@ def test_a_host_clock_far_off_the_measured_bound_is_corrected_not_a_false_alarm(
     assert abs(clocks["hosts"]["h0"]["offset_ms"]) <= clocks["hosts"]["h0"]["error_ms"]
     assert check_run(out).result == "pass"
     _no_leftovers()
+
+
+@pytest.mark.postgres
+def test_without_namespaces_plain_local_dask_workers_still_storm_and_say_so(tmp_path, capsys):
+    scenario = load_scenario("smoke", {"workers": 4, "time_bound_s": 60.0, "host_kill_interval_s": 4.0,
+                                       "host_pause_interval_s": 3.0})
+    out = tmp_path / "run"
+    info = run_cluster_storm(scenario, resolve(PG), out, hosts=2, progress=False, namespaces=False)
+    note = [line for line in capsys.readouterr().out.splitlines() if line.startswith("cluster:")]
+    assert len(note) == 1 and "falling back to 2 plain local Dask workers" in note[0]
+    assert info.status == "quorum", info.error
+    assert check_run(out).result == "pass"
+    cluster = [r["v"] for _, r in _records(out) if r.get("kind") == "cluster"][0]
+    assert [h["netns"] for h in cluster["hosts"]] == [None, None]
+    with pytest.raises(ScenarioError, match="host_partition_interval_s"):
+        run_cluster_storm(load_scenario("smoke", {"host_partition_interval_s": 1.0, "host_partition_ms": 100}),
+                          resolve(PG), tmp_path / "again", hosts=1, progress=False, quiet=True, namespaces=False)

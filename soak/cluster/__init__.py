@@ -62,6 +62,8 @@ def run_cluster_storm(scenario: Any, target: Any, out_dir: Any, *, hosts: int | 
     from soak.storm.netfault import proxied_target, upstream_of
     from soak.storm.orchestrator import run_storm
 
+    if scheduler is None and (hosts is None or hosts < 1):
+        raise ScenarioError(f"--hosts {hosts}: a storm across hosts needs at least one host; pass --hosts 2 or more")
     check_cluster_scenario(scenario, target)
     if scheduler is not None:
         if scheduler.startswith(("tcp://", "tls://")) is False:
@@ -84,7 +86,7 @@ def run_cluster_storm(scenario: Any, target: Any, out_dir: Any, *, hosts: int | 
     from soak.cluster.forward import Forwarder
     from soak.cluster.hosts import simulated_cluster
 
-    with simulated_cluster(hosts or 1, quiet=quiet, clock_offsets_s=clock_offsets_s, namespaces=namespaces) as sim:
+    with simulated_cluster(hosts, quiet=quiet, clock_offsets_s=clock_offsets_s, namespaces=namespaces) as sim:
         check_host_faults(scenario, namespaced=sim.namespaced)
         forwarder = None
         try:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -121,3 +123,16 @@ def test_without_namespaces_plain_local_dask_workers_still_storm_and_say_so(tmp_
     with pytest.raises(ScenarioError, match="host_partition_interval_s"):
         run_cluster_storm(load_scenario("smoke", {"host_partition_interval_s": 1.0, "host_partition_ms": 100}),
                           resolve(PG), tmp_path / "again", hosts=1, progress=False, quiet=True, namespaces=False)
+
+
+@pytest.mark.parametrize("args, words", [
+    (["--hosts", "0", "--store", "postgresql://127.0.0.1:5432/test"], "at least one host"),
+    (["--hosts", "2"], "needs a networked store"),
+    (["--cluster", "scheduler:8786", "--store", "redis://127.0.0.1:6379/0"], "tcp://HOST:PORT"),
+    (["--hosts", "2", "--store", "redis://127.0.0.1:6379/0", "--scenario", "networked"], "host_* faults"),
+])
+def test_bad_cluster_arguments_are_one_line_errors(args, words, tmp_path):
+    out = subprocess.run([str(Path(sys.executable).parent / "soak"), "storm", *args, "--quiet", "--out", str(tmp_path / "run")], capture_output=True,
+                         text=True, timeout=60)
+    assert out.returncode == 2, out
+    assert words in out.stderr and len(out.stderr.strip().splitlines()) == 1, out.stderr

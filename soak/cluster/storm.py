@@ -205,6 +205,7 @@ class ClusterStorm(_Storm):
         self.history_dir.mkdir(parents=True, exist_ok=True)
         start = now_ns()
         info.started_ns = start
+        self.start_early(info, start)  # the early judge reads the shipped history as it grows, as on one machine
         hosts = self.cluster.hosts
         client = self.cluster.client
         slots: dict[str, list[int]] = {h.name: [] for h in hosts}
@@ -272,6 +273,16 @@ class ClusterStorm(_Storm):
                             quorum_at = (now - start) / 1e9
                             status = "quorum"
                             break
+                        if self.early_found.value:
+                            status = "violation"
+                            extra["stopped_early"] = {"reason": "violation", "at_s": round((now - start) / 1e9, 3)}
+                            break
+                        suspects = self.quorum.suspects
+                        if self.sc.stop_on_suspect and suspects:
+                            status = "suspect"
+                            extra["stopped_early"] = {"reason": suspects[0]["reason"],
+                                                      "at_s": round((now - start) / 1e9, 3), "suspect": suspects[0]}
+                            break
                     if now - last_clock >= _CLOCK_S * 1e9:
                         last_clock = now
                         for a in self.agents:
@@ -293,7 +304,11 @@ class ClusterStorm(_Storm):
                         faults.step(self, now)
                     time.sleep(0.01)
         finally:
+            self.early_stop.value = 1
             extra.update(self.stop_all())
+            early = self.finish_early()
+            if early is not None:
+                extra["early_judge"] = early
         info.status = status
         extra["stop_reason"] = status
         hung: dict[str, int] = {}

@@ -81,9 +81,10 @@ def test_reference_passes_on_three_hosts_through_host_kill_pause_and_partition(t
 
 
 @needs_netns
-@pytest.mark.redis
-def test_unfenced_lock_mutant_fails_on_three_hosts(tmp_path):
-    info, out, verdict = _storm(tmp_path, "mutant:redis-setnx-lock", time_bound_s=12.0)
+@pytest.mark.parametrize("mutant", [pytest.param("pg-split-fence", marks=pytest.mark.postgres),
+                                    pytest.param("redis-setnx-lock", marks=pytest.mark.redis)])
+def test_a_networked_mutant_fails_on_three_hosts(tmp_path, mutant):
+    info, out, verdict = _storm(tmp_path, f"mutant:{mutant}", time_bound_s=40.0, stop_on_violation=True)
     assert verdict.result == "fail", verdict.summary()
     assert "stale-rejected" in {v.clause for v in verdict.violations}
     _no_leftovers()

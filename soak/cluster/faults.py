@@ -4,8 +4,8 @@ On a seeded schedule (the scenario's `host_*` keys), each action a `host-*` even
 naming the host, its workers and what was done:
 - `host-kill`: every process of the host is killed at once (on a simulated host every process of its network
   namespace, its Dask worker and agent included; on a real one the agent kills its workers, then itself). Its
-  operations in flight stay unknown; the host is out of the storm, which goes on with the others. One host
-  always survives.
+  operations in flight stay unknown; the host is out of the storm, which goes on with the others. At most half
+  the hosts (rounded down) are killed in one storm.
 - `host-pause`: every worker of the host is stopped (SIGSTOP) for `pause_ms`, by its agent (each stop also a
   `pause` event naming the worker); the agent itself keeps answering.
 - `host-partition`: for `host_partition_ms`, every packet the host sends to the store is dropped by a blackhole
@@ -85,7 +85,8 @@ class HostFaults:
                 continue
             self.next[kind] = self._after(now, interval)
             if kind == "kill":
-                if len(live) > 1:  # one host always survives
+                # at most half the hosts (rounded down) are killed: the rest carry the storm to its quorum
+                if self.counts.get("host-kill", 0) < len(storm.agents) // 2 and len(live) > 1:
                     victim = self.rng.choice(live)
                     live.remove(victim)
                     self._kill(storm, victim)

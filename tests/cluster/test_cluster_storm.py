@@ -47,7 +47,7 @@ def _no_leftovers():
 @needs_netns
 @pytest.mark.postgres
 def test_reference_passes_on_three_hosts_through_host_kill_pause_and_partition(tmp_path):
-    info, out, verdict = _storm(tmp_path, PG, time_bound_s=60.0, host_kill_interval_s=4.0,
+    info, out, verdict = _storm(tmp_path, PG, time_bound_s=90.0, host_kill_interval_s=4.0,
                                 host_pause_interval_s=3.0, host_partition_interval_s=2.0, host_partition_ms=600)
     assert info.status == "quorum", info.error
     assert verdict.result == "pass", verdict.summary()
@@ -84,7 +84,7 @@ def test_reference_passes_on_three_hosts_through_host_kill_pause_and_partition(t
 @pytest.mark.parametrize("mutant", [pytest.param("pg-split-fence", marks=pytest.mark.postgres),
                                     pytest.param("redis-setnx-lock", marks=pytest.mark.redis)])
 def test_a_networked_mutant_fails_on_three_hosts(tmp_path, mutant):
-    info, out, verdict = _storm(tmp_path, f"mutant:{mutant}", time_bound_s=40.0, stop_on_violation=True)
+    info, out, verdict = _storm(tmp_path, f"mutant:{mutant}", time_bound_s=90.0, stop_on_violation=True)
     assert verdict.result == "fail", verdict.summary()
     assert "stale-rejected" in {v.clause for v in verdict.violations}
     _no_leftovers()
@@ -96,7 +96,7 @@ def test_a_host_clock_far_off_the_measured_bound_is_corrected_not_a_false_alarm(
     """h1's history clock runs 37 s ahead (a time namespace): thousands of times the bound measured. Uncorrected
     its operations would land 37 s after their takeovers (stale writes accepted, leases overlapping); the
     orchestrator measures the offset within its bound and the verdict is the reference's: pass."""
-    scenario = load_scenario("smoke", {"workers": 6, "time_bound_s": 60.0})
+    scenario = load_scenario("smoke", {"workers": 6, "time_bound_s": 90.0})
     out = tmp_path / "run"
     info = run_cluster_storm(scenario, resolve(PG), out, hosts=3, progress=False, quiet=True,
                              clock_offsets_s={"h1": 37.0})
@@ -111,7 +111,7 @@ def test_a_host_clock_far_off_the_measured_bound_is_corrected_not_a_false_alarm(
 
 @pytest.mark.postgres
 def test_without_namespaces_plain_local_dask_workers_still_storm_and_say_so(tmp_path, capsys):
-    scenario = load_scenario("smoke", {"workers": 4, "time_bound_s": 60.0, "host_kill_interval_s": 4.0,
+    scenario = load_scenario("smoke", {"workers": 4, "time_bound_s": 90.0, "host_kill_interval_s": 4.0,
                                        "host_pause_interval_s": 3.0})
     out = tmp_path / "run"
     info = run_cluster_storm(scenario, resolve(PG), out, hosts=2, progress=False, namespaces=False)

@@ -130,11 +130,12 @@ class HostFaults:
 
     def _partition(self, storm: Any, agent: Any, now: int) -> None:
         address, port = self.store
-        partition_from(agent.host.netns, address)
-        self.partitioned[agent.host.name] = (agent, now + self.sc.host_partition_ms * 1_000_000)
+        # logged before the route is in place (the window then holds every packet it dropped), healed after
         storm.events.event("host-partition", {"host": agent.host.name, "from": "store", "store": f"{address}:{port}",
                                               "ms": self.sc.host_partition_ms,
                                               "workers": [w["name"] for w in agent.workers]})
+        self.partitioned[agent.host.name] = (agent, now + self.sc.host_partition_ms * 1_000_000)
+        partition_from(agent.host.netns, address)
         self._count("host-partition")
 
     def _heal(self, storm: Any, host: str, agent: Any) -> None:

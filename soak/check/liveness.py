@@ -11,7 +11,9 @@ itself, never from an exception's class name:
   end after the bound broke `call-returns`; an `exit` the nemesis did not cause, with the worker inside that call
   (the worker's shared state, read after its death), broke `no-crash` (the signal or exit status is named, and a
   `store-exit` event from the worker says when the store raised `SystemExit` or the like); a nemesis `kill` within
-  the bound leaves the operation unknown, as it should.
+  the bound leaves the operation unknown, as it should;
+- a call in flight while the nemesis had its host cut off the store (a storm across hosts) is not judged: how long
+  it takes then is the network's retransmission timers', not the store's.
 
 `history_gaps` names what keeps the verdict from `pass` although nothing was violated: no operations at all, a
 spawned worker whose history file is missing, the harness's own failure in a worker, a worker that ended outside
@@ -93,12 +95,18 @@ def check_liveness(facts: Any) -> list[Violation]:
     """`call-returns` and `no-crash`, from the operations that completed past the bound or never completed."""
     if not facts.slow:
         return []
+    from soak.check.base import host_partitions, in_partition
+
     lives = _Lives(facts.events)
     bound = facts.call_bound_ns
     limit = f"the call-returns bound of {bound / 1e9:g} s"
     out: list[Violation] = []
+    cut = host_partitions(facts.events)
     for op in facts.slow:
         ev = facts.evidence(op)
+        if cut and in_partition(cut, ev.process, ev.invoke_ns, ev.complete_ns if ev.complete_ns is not None else
+                                lives.ends.get(ev.process, (None,))[0]):
+            continue  # its host was cut off the store meanwhile: how long it took is the network's (TCP's backoff)
         what = f"{ev.f} ({ev.tag}{'' if ev.f == 'open' else ' on run ' + ev.run})"
         if ev.complete_ns is not None:
             took = ev.complete_ns - ev.invoke_ns - lives.paused(ev.process, ev.invoke_ns, ev.complete_ns)

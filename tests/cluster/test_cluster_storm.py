@@ -81,13 +81,22 @@ def test_reference_passes_on_three_hosts_through_host_kill_pause_and_partition(t
 
 
 @needs_netns
-@pytest.mark.parametrize("mutant", [pytest.param("pg-split-fence", marks=pytest.mark.postgres),
-                                    pytest.param("redis-setnx-lock", marks=pytest.mark.redis)])
-def test_a_networked_mutant_fails_on_three_hosts(tmp_path, mutant):
-    # twice the smoke quorum's takeovers, ended at the first proven violation: measured, pg-split-fence was proven in
-    # 5 of 5 such storms by the smoke quorum alone (13-27 s)
-    info, out, verdict = _storm(tmp_path, f"mutant:{mutant}", time_bound_s=90.0, stop_on_violation=True,
-                                **{"quorum.takeovers": 80})
+@pytest.mark.redis
+def test_the_unfenced_lock_mutant_fails_on_three_hosts(tmp_path):
+    info, out, verdict = _storm(tmp_path, "mutant:redis-setnx-lock", time_bound_s=90.0, stop_on_violation=True)
+    assert verdict.result == "fail", verdict.summary()
+    assert "stale-rejected" in {v.clause for v in verdict.violations}
+    _no_leftovers()
+
+
+@needs_netns
+@pytest.mark.slow
+@pytest.mark.postgres
+def test_the_split_fence_mutant_fails_on_three_hosts(tmp_path):
+    # Its window is one statement wide: unloaded, 5 of 5 smoke storms across 3 hosts proved it (13-27 s), but on a
+    # loaded machine one reached 80 takeovers without (20 strikes held). Run until proven, up to 400 takeovers.
+    info, out, verdict = _storm(tmp_path, "mutant:pg-split-fence", time_bound_s=240.0, stop_on_violation=True,
+                                **{"quorum.takeovers": 400})
     assert verdict.result == "fail", verdict.summary()
     assert "stale-rejected" in {v.clause for v in verdict.violations}
     _no_leftovers()

@@ -28,3 +28,24 @@ def test_an_order_the_clock_bound_makes_uncertain_is_no_violation():
 def test_an_order_certain_within_the_clock_bound_still_fails():
     assert _stale(0.0)
     assert _stale(5.0)  # 10 ms of slack, 12 ms apart: the write surely came after the takeover
+
+
+def _slow_renew_history(partitioned: bool):
+    from soak.history import Record
+
+    h = clean_history()
+    h.renew("w1.1", Lease("r1", "w1.1", 1), 400, dur=6000, outcome="fail")  # 6 s: past the 2 s call bound
+    events = [Record("event", "nemesis", 0, kind="cluster", value={"hosts": [{"host": "h0", "slots": [1]},
+                                                                            {"host": "h1", "slots": [2]}]}),
+              Record("event", "nemesis", 0, kind="spawn", value={"target": "w1.1", "slot": 1, "incarnation": 1})]
+    if partitioned:
+        events += [Record("event", "nemesis", 300_000_000, kind="host-partition", value={"host": "h0"}),
+                   Record("event", "nemesis", 900_000_000, kind="host-heal", value={"host": "h0"})]
+    return [*events, *h.ops], h
+
+
+def test_a_call_its_host_was_cut_off_the_store_during_is_not_judged_for_call_returns():
+    for partitioned, expect in ((False, True), (True, False)):
+        ops, h = _slow_renew_history(partitioned)
+        v = check(ops, h.state(RUNS), lease_ttl_ms=TTL_MS, runs=RUNS)
+        assert ("call-returns" in {x.clause for x in v.violations}) is expect, (partitioned, v.summary())

@@ -6,7 +6,7 @@ its clock somewhere inside [t0, t1], so its offset to the orchestrator's clock l
 shortest gives the tightest bound (`sync`). The history of a host is moved onto the orchestrator's clock by that
 estimate; during the storm the clock is sampled again (`sample`), and the bound recorded for the host is the
 largest error the estimate could have had at any sample: |estimate - sample| + the sample's half round trip (a
-drifting clock widens it). The checker's real-time rules give every cross-host comparison that much slack
+drifting clock widens it); a sample whose round trip was too slow to tell (`_SLOW`) is recorded, not used. The checker's real-time rules give every cross-host comparison that much slack
 (`max_error_ms`, twice over: both ends may be off), so a rule fires only when the order is certain.
 """
 
@@ -21,6 +21,10 @@ from soak.history import now_ns
 __all__ = ["Clocks", "estimate"]
 
 _SYNC_ROUNDS = 8
+#: A sample whose half round trip is this many times the start's (and over 2 ms) says nothing the next one will not
+#: say better: it is kept in clocks.json but does not widen the bound. Between samples the bound assumes the offset
+#: moves smoothly (a monotonic clock is slewed by NTP at most 500 ppm: 0.5 ms a second).
+_SLOW = 5
 
 
 def estimate(read_remote: Callable[[], int], clock: Callable[[], int] = now_ns) -> tuple[int, int, int]:
@@ -37,6 +41,7 @@ class _Host:
     error_ns: int
     samples: list[tuple[int, int, int]] = field(default_factory=list)  # (at, offset, error)
     worst_ns: int = 0
+    skipped: int = 0  # samples whose round trip was too slow to say anything (`_SLOW`)
 
 
 class Clocks:
@@ -58,6 +63,9 @@ class Clocks:
         off, err, at = min((estimate(read_remote, self.clock) for _ in range(rounds)), key=lambda s: s[1])
         h = self.hosts[host]
         h.samples.append((at, off, err))
+        if err > max(_SLOW * h.error_ns, 2_000_000):
+            h.skipped += 1
+            return
         h.worst_ns = max(h.worst_ns, abs(off - h.offset_ns) + err)
 
     def offset_ns(self, host: str) -> int:
@@ -67,7 +75,7 @@ class Clocks:
     def summary(self) -> dict[str, Any]:
         """What `clocks.json` holds: per host its offset estimate and bound (ms) and every sample."""
         hosts = {name: {"offset_ms": h.offset_ns / 1e6, "sync_error_ms": h.error_ns / 1e6,
-                        "error_ms": h.worst_ns / 1e6,
+                        "error_ms": h.worst_ns / 1e6, "slow_samples_skipped": h.skipped,
                         "samples": [{"at_ns": a, "offset_ms": o / 1e6, "error_ms": e / 1e6} for a, o, e in h.samples]}
                  for name, h in sorted(self.hosts.items())}
         return {"method": "cristian", "hosts": hosts,

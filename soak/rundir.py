@@ -77,6 +77,8 @@ class RunInfo:
     worker_seeds: dict[str, int] = field(default_factory=dict)
     environment: dict[str, Any] = field(default_factory=dict)
     call_bound_s: float = 0.0
+    #: a storm across hosts: the largest error of any host's clock offset estimate (`clocks.json`), 0 on one host
+    clock_error_ms: float = 0.0
 
 
 def write_json(path: str | os.PathLike[str], obj: Any) -> None:

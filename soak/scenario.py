@@ -94,6 +94,14 @@ class Scenario:
     net_cut_interval_s: float = 0.0
     net_stall_interval_s: float = 0.0
     net_stall_ms: int = 0
+    # host-level faults of a storm across hosts (`soak storm --hosts N` / `--cluster`; docs/cluster.md): every
+    # host_kill_interval_s one whole host is killed (every process of it), every host_pause_interval_s every worker
+    # of one host is paused for pause_ms, every host_partition_interval_s one host is cut off from the store for
+    # host_partition_ms (a packet filter in its namespace); 0 disables each
+    host_kill_interval_s: float = 0.0
+    host_pause_interval_s: float = 0.0
+    host_partition_interval_s: float = 0.0
+    host_partition_ms: int = 0
     # end the storm at the first suspect operation (the workload's counter says which); the checker still judges
     stop_on_suspect: bool = False
     # judge the history while the storm runs and end the storm at the first proven violation (the checker still
@@ -193,6 +201,10 @@ _FIELDS: dict[str, tuple[Any, str]] = {
     "net_cut_interval_s": number_key(0),
     "net_stall_interval_s": number_key(0),
     "net_stall_ms": int_key(0),
+    "host_kill_interval_s": number_key(0),
+    "host_pause_interval_s": number_key(0),
+    "host_partition_interval_s": number_key(0),
+    "host_partition_ms": int_key(0),
 }
 #: The storm's own table; a workload adds its own (`Workload.option_tables`, e.g. the runs workload's `mix`).
 _QUORUM = "quorum"

@@ -35,7 +35,10 @@ def read_history(run_dir: str | os.PathLike[str]) -> Iterator[Operation | Record
 def run_settings(info: RunInfo, state_error: str | None = None) -> dict[str, Any]:
     """The generic settings of a stored run's facts (`CheckPlan.new_facts`), from its `run.json`."""
     quorum = ", ".join(f"{k} {info.quorum_reached.get(k, 0)}/{v}" for k, v in sorted(info.quorum_target.items()))
+    # a storm across hosts: the hosts' clock offset error (clocks.json), slack for every real-time rule
+    clock = {"clock_error_ms": info.clock_error_ms} if info.clock_error_ms else {}
     return dict(
+        **clock,
         lease_ttl_ms=info.lease_ttl_ms,
         status=info.status if info.error is None else f"{info.status} ({info.error})",
         quorum=quorum,

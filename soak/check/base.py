@@ -136,3 +136,38 @@ def simple_plan(checkers: tuple[tuple[str, Any], ...], load_state: Callable[[Pat
 
     return CheckPlan(new_facts=new_facts, fold=fold, finish=lambda facts: facts, checkers=tuple(checkers),
                      load_state=load_state, undecidable=undecidable, make_lease=make_lease)
+
+
+def host_partitions(events: list[Any]) -> dict[str, list[tuple[float, float]]]:
+    """Worker -> the windows (history ns) in which the nemesis had cut its host off the store (`host-partition`
+    to `host-heal`, a storm across hosts: soak.cluster.faults); a window never healed runs to the end.
+
+    A worker's host is the one its slot ran on, as the storm's `cluster` event names the slots of each host."""
+    host_of_slot: dict[int, str] = {}
+    slots: dict[str, int] = {}
+    opened: dict[str, float] = {}
+    windows: dict[str, list[tuple[float, float]]] = {}
+    for ev in events:
+        if getattr(ev, "process", None) != "nemesis":
+            continue
+        v = ev.value if isinstance(ev.value, dict) else {}
+        if ev.kind == "cluster":
+            for h in v.get("hosts") or ():
+                for s in h.get("slots") or ():
+                    host_of_slot[s] = h.get("host")
+        elif ev.kind == "spawn" and isinstance(v.get("slot"), int):
+            slots[v.get("target")] = v["slot"]
+        elif ev.kind == "host-partition":
+            opened[v.get("host")] = ev.time
+        elif ev.kind == "host-heal" and v.get("host") in opened:
+            windows.setdefault(v["host"], []).append((opened.pop(v["host"]), ev.time))
+    for host, start in opened.items():
+        windows.setdefault(host, []).append((start, _NEVER))
+    return {p: windows[host_of_slot[s]] for p, s in slots.items() if host_of_slot.get(s) in windows}
+
+
+def in_partition(windows: dict[str, list[tuple[float, float]]], process: str, start: float, end: float | None,
+                 slack_ns: int = 0) -> bool:
+    """True where `process`'s host was cut off the store at some point of [start, end] (give or take `slack_ns`)."""
+    hi = _NEVER if end is None else end
+    return any(a - slack_ns <= hi and start <= b + slack_ns for a, b in windows.get(process, ()))

@@ -11,7 +11,9 @@ itself, never from an exception's class name:
   end after the bound broke `call-returns`; an `exit` the nemesis did not cause, with the worker inside that call
   (the worker's shared state, read after its death), broke `no-crash` (the signal or exit status is named, and a
   `store-exit` event from the worker says when the store raised `SystemExit` or the like); a nemesis `kill` within
-  the bound leaves the operation unknown, as it should.
+  the bound leaves the operation unknown, as it should;
+- a call in flight while the nemesis had its host cut off the store (a storm across hosts) is not judged: how long
+  it takes then is the network's retransmission timers', not the store's.
 
 `history_gaps` names what keeps the verdict from `pass` although nothing was violated: no operations at all, a
 spawned worker whose history file is missing, the harness's own failure in a worker, a worker that ended outside
@@ -42,6 +44,8 @@ class _Lives:
         self.started: set[str] = set()
         self.crashes: dict[str, dict[str, Any]] = {}
         self.store_exits: dict[tuple[str, int], dict[str, Any]] = {}
+        # a storm across hosts: workers of a host lost before all it wrote was shipped -> the host
+        self.cut_short: dict[str, str] = {}
         for ev in events:
             v = _value(ev)
             if ev.process != "nemesis":
@@ -54,6 +58,9 @@ class _Lives:
                 elif ev.kind == "store-exit" and isinstance(v.get("i"), int):
                     self.store_exits[(ev.process, v["i"])] = v
                 continue
+            if ev.kind == "host-lost" and v.get("history_complete") is False:
+                for w in v.get("workers") or ():
+                    self.cut_short[w] = v.get("host")
             target = v.get("target")
             if not isinstance(target, str):
                 continue
@@ -88,12 +95,18 @@ def check_liveness(facts: Any) -> list[Violation]:
     """`call-returns` and `no-crash`, from the operations that completed past the bound or never completed."""
     if not facts.slow:
         return []
+    from soak.check.base import host_partitions, in_partition
+
     lives = _Lives(facts.events)
     bound = facts.call_bound_ns
     limit = f"the call-returns bound of {bound / 1e9:g} s"
     out: list[Violation] = []
+    cut = host_partitions(facts.events)
     for op in facts.slow:
         ev = facts.evidence(op)
+        if cut and in_partition(cut, ev.process, ev.invoke_ns, ev.complete_ns if ev.complete_ns is not None else
+                                lives.ends.get(ev.process, (None,))[0]):
+            continue  # its host was cut off the store meanwhile: how long it took is the network's (TCP's backoff)
         what = f"{ev.f} ({ev.tag}{'' if ev.f == 'open' else ' on run ' + ev.run})"
         if ev.complete_ns is not None:
             took = ev.complete_ns - ev.invoke_ns - lives.paused(ev.process, ev.invoke_ns, ev.complete_ns)
@@ -129,8 +142,10 @@ def lost_workers(facts: Any) -> list[str]:
     if not facts.from_storm:
         return []
     lives = _Lives(facts.events)
-    lost = []
+    lost = sorted(lives.cut_short)
     for name in sorted(lives.spawned):
+        if name in lives.cut_short:
+            continue
         if name in lives.started:
             continue
         end = lives.ends.get(name, (0, "", {}))[2]
@@ -156,6 +171,10 @@ def history_gaps(facts: Any, whole_history: frozenset[str] = frozenset()) -> lis
                            "which workers ran, paused and died is unknown")
         lost = lost_workers(facts)
         for name in lost:
+            if name in lives.cut_short:
+                reasons.append(f"worker {name}'s host {lives.cut_short[name]} was lost before everything it recorded "
+                               "was shipped: the end of its history is missing, so its last operations are unknown")
+                continue
             reasons.append(f"spawned worker {name} (pid {lives.spawned[name].get('pid')}) left no history: "
                            f"history/{name}.jsonl is missing, so its operations are unknown")
         if lost and whole_history:

@@ -120,6 +120,20 @@ def coverage_lines(rows: list[dict[str, Any]]) -> list[str]:
             *(f"  {u}" for u in unreachable)]
 
 
+def _hosts_html(data: RunData, images: dict[str, bytes]) -> str:
+    """A storm across hosts: the host lanes and, per host, throughput and clock offset bound."""
+    from soak.report.hosts import host_rows
+
+    rows = host_rows(data)
+    if not rows or "hosts" not in images:
+        return ""
+    return ("<h2>Hosts</h2>\n" + _img(images["hosts"], "host lanes: faults and throughput per host") + "\n"
+            + _table(rows, ["host", "slots", "operations", "ops_per_s", "offset_ms", "bound_ms", "lost"])
+            + "<p>offset: the host's clock minus the orchestrator's, as estimated (Cristian's algorithm); bound: how "
+              "far the estimate can be off (clocks.json). The checker's real-time rules take twice the largest bound "
+              "as slack.</p>\n")
+
+
 def render_html(data: RunData, images: dict[str, bytes]) -> str:
     from soak.report.plots import latency_table  # matplotlib: imported only when a report is built
 
@@ -157,7 +171,7 @@ def render_html(data: RunData, images: dict[str, bytes]) -> str:
 <h2>Timeline</h2>
 {_img(images["timeline"], "timeline of tenures per worker" if data.timeline is None else "timeline of tenures")}\
 {_sections_html(data.timeline.sections) if data.timeline is not None else ""}
-<h2>Activity</h2>
+{_hosts_html(data, images)}<h2>Activity</h2>
 {_img(images["activity"], "activity rate per surface")}
 {_table(surface_rows, ["surface", "ok", "refused", "unknown"])}
 <h2>Latency</h2>
@@ -186,6 +200,11 @@ def build_report(run_dir: str | os.PathLike[str]) -> Path:
         "latency": latency_png(data),
         "workers": workers_png(data),
     }
+    from soak.report.hosts import hosts_png  # a storm across hosts only
+
+    lanes = hosts_png(data)
+    if lanes is not None:
+        images["hosts"] = lanes
     run_dir = Path(run_dir)
     for name, png in images.items():
         (run_dir / f"{name}.png").write_bytes(png)

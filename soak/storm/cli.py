@@ -42,6 +42,12 @@ def configure_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--stop-on-violation", action="store_true",
                         help="judge the history while the storm runs and end it at the first proven violation "
                              "(the checker then judges the whole history: the verdict is fail)")
+    where = parser.add_mutually_exclusive_group()
+    where.add_argument("--hosts", type=int, metavar="N",
+                       help="spread the workers over N simulated hosts: a local Dask cluster, each host its own "
+                            "network namespace (as root) with its own dask worker (docs/cluster.md)")
+    where.add_argument("--cluster", metavar="tcp://HOST:PORT",
+                       help="spread the workers over the hosts of a running Dask scheduler (docs/cluster.md)")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", dest="overrides",
                         help="override any scenario key, e.g. --set quorum.takeovers=80 (repeatable)")
 
@@ -103,7 +109,13 @@ def run_cli(args: argparse.Namespace) -> int:
     if not args.quiet:
         print(f"storm: {scenario.name} on {target.spec} ({scenario.workers} workers, ttl {scenario.lease_ttl_ms} ms, "
               f"time bound {scenario.time_bound_s:g} s) -> {run_dir}", flush=True)
-    info = run_storm(scenario, target, run_dir, progress=progress)
+    if args.hosts is not None or args.cluster is not None:
+        from soak.cluster import run_cluster_storm
+
+        info = run_cluster_storm(scenario, target, run_dir, hosts=args.hosts, scheduler=args.cluster,
+                                 progress=progress, quiet=args.quiet)
+    else:
+        info = run_storm(scenario, target, run_dir, progress=progress)
     _update_latest(run_dir)
     short = [f"{k} {v}/{info.quorum_target.get(k, 0)}" for k, v in info.quorum_reached.items()
              if v < info.quorum_target.get(k, 0)]

@@ -81,22 +81,22 @@ def check_netfaults(scenario: Any, target: Any) -> None:
                             "so there is no connection for the fault proxy to own; set the net_* keys to 0")
 
 
-def proxied_target(target: Any, port: int) -> Any:
-    """`target` with its server address replaced by the proxy's 127.0.0.1:`port`."""
+def proxied_target(target: Any, port: int, host: str = "127.0.0.1") -> Any:
+    """`target` with its server address replaced by the proxy's `host`:`port`."""
     options = dict(target.options)
     if "dsn" in options:
         from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
         d = conninfo_to_dict(options["dsn"])
         d.pop("hostaddr", None)
-        d.update(host="127.0.0.1", port=str(port))
+        d.update(host=host, port=str(port))
         options["dsn"] = make_conninfo(**d)
     else:
         from urllib.parse import urlsplit, urlunsplit
 
         u = urlsplit(options["url"])
         auth = u.netloc.rpartition("@")[0]
-        options["url"] = urlunsplit(u._replace(netloc=(auth + "@" if auth else "") + f"127.0.0.1:{port}"))
+        options["url"] = urlunsplit(u._replace(netloc=(auth + "@" if auth else "") + f"{host}:{port}"))
     return dataclasses.replace(target, options=options)
 
 

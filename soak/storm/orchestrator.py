@@ -623,6 +623,7 @@ def run_storm(
     out_dir: str | os.PathLike[str] | None = None,
     *,
     progress: bool = True,
+    engine: Any = None,
 ) -> RunInfo:
     """Run one storm of `scenario` against `target`; return its `RunInfo`.
 
@@ -635,7 +636,8 @@ def run_storm(
     violation the early judge proves while the storm runs (`violation`; storm.json's `early_judge` has it, with when
     its evidence was complete and when the judge found it), when every worker has ended and the replacements are used up
     (`workers-lost`), or when the harness itself fails (`crashed`: the traceback is in the run directory). Every
-    worker is stopped and reaped before this returns.
+    worker is stopped and reaped before this returns. `engine` replaces the one-machine storm engine (a storm across
+    hosts: `soak.cluster`).
     """
     from soak import __version__
     from soak.stores import resolve
@@ -671,7 +673,7 @@ def run_storm(
         environment=_environment(),
     )
     write_json(run_dir / RUN_INFO, dataclasses.asdict(info))
-    storm = _Storm(scenario, target, run_dir, progress)
+    storm = (engine or _Storm)(scenario, target, run_dir, progress)
 
     def _on_signal(signum: int, frame: Any) -> None:
         storm.interrupted = signal.Signals(signum).name

@@ -58,11 +58,12 @@ def scan(
     status: str = "quorum",
     quorum: str = "",
     margin_ms: float | None = None,
+    clock_error_ms: float = 0.0,
 ) -> Facts:
     """Fold the history into `Facts` in one pass; events (non-operations) are counted and kept where the generic
     checks need them. `ops` holds `Operation`s or their tuples (`soak.history.operation_tuples`), and events."""
     facts = new_facts(snapshot, lease_ttl_ms=lease_ttl_ms, runs=runs, cross_runs=cross_runs, status=status,
-                      quorum=quorum, margin_ms=margin_ms)
+                      quorum=quorum, margin_ms=margin_ms, clock_error_ms=clock_error_ms)
     fold(facts, ops)
     return finish(facts)
 
@@ -73,7 +74,8 @@ def check(ops: Iterable[Operation | Any], snapshot: Any, *, checkers: Sequence[t
 
     `settings` are `scan`'s: `lease_ttl_ms`, `runs` (the runs workers write legitimately), `cross_runs` (those
     nobody may write), `status` (the storm's ending: anything but `quorum` is inconclusive), `quorum`,
-    `margin_ms` (the slack for "surely live", default `default_margin_ns`). `checkers` default to the runs
+    `margin_ms` (the slack for "surely live", default `default_margin_ns`), `clock_error_ms` (a storm across hosts:
+    the largest error of a host's clock offset; twice it is slack in every real-time rule). `checkers` default to the runs
     checkers and the generic ones.
     """
     return judge(lambda: scan(ops, snapshot, **settings), checkers)

@@ -25,6 +25,9 @@ class Facts(BaseFacts):
 
     snapshot: Any = None
     margin_ns: int = 0
+    #: a storm across hosts: how far two records of different hosts can be off each other's clock (twice the
+    #: largest offset error in clocks.json); every real-time rule gives it as slack, so it fires only when certain
+    clock_ns: int = 0
     runs: tuple[str, ...] = ()
     cross_runs: tuple[str, ...] = ()
     tenures: dict[tuple[str, int], _Tenure] = field(default_factory=dict)
@@ -70,6 +73,15 @@ class Facts(BaseFacts):
         self._stale_cache.clear()
 
     def next_grant(self, run: str, epoch: int, grant_inv: int) -> float:
+        """`_next_grant`, moved earlier by the cross-host clock slack (`clock_ns`)."""
+        return self._next_grant(run, epoch, grant_inv) - self.clock_ns
+
+    def stale_at(self, run: str, epoch: int) -> tuple[float, Any]:
+        """`_stale_at`, moved later by the cross-host clock slack (`clock_ns`)."""
+        when, proof = self._stale_at(run, epoch)
+        return when + self.clock_ns, proof
+
+    def _next_grant(self, run: str, epoch: int, grant_inv: int) -> float:
         """The earliest invocation of a grant that may have landed after tenure (run, epoch)'s own grant, which was
         invoked at `grant_inv`: of a later epoch at any time, or of any epoch after `grant_inv` (a store may reuse
         epochs); infinity when there is none."""
@@ -101,7 +113,7 @@ class Facts(BaseFacts):
                 first = min(first, res.last_inv)
         return first
 
-    def stale_at(self, run: str, epoch: int) -> tuple[float, Any]:
+    def _stale_at(self, run: str, epoch: int) -> tuple[float, Any]:
         """When tenure (run, epoch) surely stopped being current, and the operation proving it (raw)."""
         if not self._stale_cache:
             granted: dict[str, list[tuple[int, int, Any]]] = {}
@@ -133,7 +145,8 @@ class Facts(BaseFacts):
 def new_facts(snapshot: Any, *, lease_ttl_ms: int, runs: Iterable[str], cross_runs: Iterable[str] = ("xr",),
               status: str = "quorum", quorum: str = "", margin_ms: float | None = None,
               call_bound_s: float | None = None, quorum_target: dict[str, int] | None = None,
-              workload: str = "runs", from_storm: bool = False, state_error: str | None = None) -> Facts:
+              workload: str = "runs", from_storm: bool = False, state_error: str | None = None,
+              clock_error_ms: float = 0.0) -> Facts:
     """Empty `Facts` for a history to be folded in (`fold`, then `finish`).
 
     `snapshot` None: the final state could not be read (`state_error` says why); the history is still judged,
@@ -143,8 +156,10 @@ def new_facts(snapshot: Any, *, lease_ttl_ms: int, runs: Iterable[str], cross_ru
     """
     from soak.clauses import default_call_bound_s
 
-    margin_ns = default_margin_ns(lease_ttl_ms) if margin_ms is None else int(margin_ms * 1_000_000)
-    facts = Facts(snapshot=snapshot, lease_ttl_ms=lease_ttl_ms, margin_ns=margin_ns, runs=tuple(runs),
+    clock_ns = int(2 * clock_error_ms * 1_000_000)
+    margin_ns = (default_margin_ns(lease_ttl_ms) if margin_ms is None else int(margin_ms * 1_000_000)) + clock_ns
+    facts = Facts(snapshot=snapshot, lease_ttl_ms=lease_ttl_ms, margin_ns=margin_ns, clock_ns=clock_ns,
+                  runs=tuple(runs),
                   cross_runs=tuple(cross_runs), status=status, quorum=quorum,
                   call_bound_ns=int((call_bound_s or default_call_bound_s(lease_ttl_ms)) * 1e9),
                   quorum_target=dict(quorum_target or {}), workload=workload, from_storm=from_storm,
@@ -165,6 +180,7 @@ def new_part(facts: Facts) -> Facts:
     """Empty `Facts` with the settings and final-state index of `facts`, to fold a part of the history into and
     `merge` into `facts` (the index is shared: folding only reads it)."""
     part = Facts(snapshot=facts.snapshot, lease_ttl_ms=facts.lease_ttl_ms, margin_ns=facts.margin_ns,
+                 clock_ns=facts.clock_ns,
                  runs=facts.runs, cross_runs=facts.cross_runs, status=facts.status, quorum=facts.quorum,
                  index=facts.index, call_bound_ns=facts.call_bound_ns, workload=facts.workload)
     part.stats.update(operations=0, events=0, ok=0, fail=0, info=0, stalls=0)

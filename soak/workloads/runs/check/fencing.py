@@ -136,7 +136,7 @@ def check_refusals(facts: Facts, refusals: Iterable[tuple[str, int, str, Any]] |
         if t is None or not t.granted_to(owner) or ev.complete_ns is None:
             continue
         done = ev.complete_ns
-        if t.rel_inv < done:
+        if t.rel_inv < done + facts.clock_ns:
             continue
         grant_inv = t.grant_invoke()
         ra = facts.run_acc.get(run)

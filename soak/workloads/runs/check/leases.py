@@ -92,9 +92,9 @@ def check_grants(facts: Facts, tenures: Iterable[_Tenure] | None = None, *, over
             hi = min(latest[-1] + ttl - margin, t.rel_inv)  # a takeover invoked later cannot prove overlap
             for j in range(bisect.bisect_right(invokes, completes[0]), bisect.bisect_left(invokes, hi)):
                 g = by_invoke[j]
-                if g[2] == t.epoch or t.rel_inv < g[1]:
+                if g[2] == t.epoch or t.rel_inv < g[1] + facts.clock_ns:
                     continue
-                k = bisect.bisect_left(completes, g[0])  # marks that completed before the takeover was invoked
+                k = bisect.bisect_left(completes, g[0] - facts.clock_ns)  # marks surely completed before the takeover was invoked
                 if k == 0:
                     continue
                 last = latest[k - 1]
@@ -185,7 +185,7 @@ def check_takeovers(facts: Facts, held_by_run: dict[str, array] | None = None) -
                 continue  # within the bound of the grant itself (it completed before this acquire was invoked)
             if ra.acq_unknown and any(u < done and c > grant_inv for u, c in ra.acq_unknown):
                 continue
-            if t.rel_ok < inv:
+            if t.rel_ok + facts.clock_ns < inv:
                 out.append(Violation("ttl-honoured", f"acquire of run {run} refused {(inv - t.rel_ok) / 1e6:.1f} ms "
                                      f"after epoch {t.epoch} was released, with no acquire since",
                                      (_held_ev(facts, run, inv, done, pid, index), evidence(t.rel_ok_ev))))

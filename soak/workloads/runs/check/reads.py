@@ -51,7 +51,7 @@ def _surely_held(facts: Facts) -> Callable[[_Read], _Tenure | None]:
     def held(rd: _Read) -> _Tenure | None:
         _, run, epoch, owner, _, _, _, _, inv, done, _ = rd
         t, grant_inv, first, unknown = tenure_info.get((run, epoch)) or info(run, epoch)
-        if t is None or done is None or first < done or t.rel_inv < done or not t.granted_to(owner):
+        if t is None or done is None or first < done or t.rel_inv < done + facts.clock_ns or not t.granted_to(owner):
             return None  # (first < done: another grant, or a later epoch's, was invoked meanwhile)
         if unknown and any(i < done and c > grant_inv for i, c in unknown):
             return None

@@ -1,0 +1,242 @@
+"""The host agent: a Dask actor pinned to one host that runs that host's share of a storm.
+
+On its host the agent runs today's machinery for its worker slots (`_HostEngine`, the storm's own engine over a
+local directory): it spawns the worker processes (real OS processes, sharing memory with the agent as on one
+machine), reaps and replaces them, and runs the process-level nemesis (pauses, kills, strikes held past the
+lease) over them, because all of that needs the workers' shared state at millisecond grain. What crosses hosts is
+small and goes through the agent's methods: the boot barrier (`start`, `go`), host-level orders (`pause_host`,
+`kill_host`), the history as it grows (`drain`: every complete line appended since the last call, from which the
+central orchestrator counts the quorum), the host's clock (`clock`, for Cristian's algorithm) and the end
+(`stop`). Its history files stay on its host (`local_dir`) and are shipped as they grow.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import signal
+import tempfile
+import threading
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+import dill
+
+__all__ = ["HostAgent", "code_digest"]
+
+_TICK_S = 0.005
+
+
+def code_digest() -> str:
+    """A digest of the soak package's source files as they are now: every host must run the orchestrator's code."""
+    import hashlib
+
+    root = Path(__file__).resolve().parent.parent
+    h = hashlib.blake2b(digest_size=8)
+    for path in sorted(root.rglob("*.py")):
+        h.update(str(path.relative_to(root)).encode())
+        h.update(path.read_bytes())
+    return h.hexdigest()
+
+
+#: the code this process loaded (a Dask worker started before soak changed keeps running the old code)
+_LOADED = code_digest()
+
+
+def _engine_class() -> Any:
+    from soak.storm.orchestrator import _Storm
+    from soak.storm.worker import PHASE, READY
+
+    class _HostEngine(_Storm):
+        """The storm engine over one host's worker slots; the central orchestrator owns the quorum and the end."""
+
+        def __init__(self, scenario: Any, target: Any, local_dir: Path, location: str, slots: list[int],
+                     host: str, n_hosts: int) -> None:
+            # the process-level nemesis of each host acts as often as the whole storm's would, divided among hosts
+            scaled = dataclasses.replace(scenario, pause_interval_s=scenario.pause_interval_s * n_hosts,
+                                         kill_interval_s=scenario.kill_interval_s * n_hosts)
+            super().__init__(scaled, target, local_dir, progress=False)
+            self.worker_sc = scenario
+            self.location = Path(location)
+            self.slots = slots
+            self.host = host
+            self.orders: list[tuple[str, Any]] = []
+            self.lock = threading.Lock()
+            self.ready = threading.Event()
+            self.go_event = threading.Event()
+            self.done = threading.Event()
+            self.stop_requested = False
+            self.summary: dict[str, Any] = {}
+            self.error: str | None = None
+
+        def main(self) -> None:
+            try:
+                self.history_dir.mkdir(parents=True, exist_ok=True)
+                self.location.mkdir(parents=True, exist_ok=True)
+                for slot in self.slots:
+                    self.spawn(slot, "start")
+                deadline = time.monotonic() + 30
+                while time.monotonic() < deadline and not self.stop_requested:
+                    if all(int(h.state[PHASE]) == READY or not h.process.is_alive() for h in self.handles):
+                        break
+                    time.sleep(0.005)
+                self.ready.set()
+                self.go_event.wait(60)
+                self.go_flag.value = 1
+                self.go_ns = self.now()
+                self.events.event("boot", {"workers": [h.name for h in self.handles], "host": self.host})
+                self.nemesis = self._nemesis(self.go_ns)
+                while not self.stop_requested:
+                    self.take_orders()
+                    self.nemesis.step(self.live())
+                    self.check_call_timeouts()
+                    self.reap()
+                    time.sleep(_TICK_S)
+                self.summary = self.stop_all()
+                self.summary.update(hung_calls=dict(self.hung), strikes=dict(self.nemesis.strikes),
+                                    respawns=self.respawns, unexpected_exits=self.unexpected_exits)
+            except BaseException:  # noqa: BLE001 - the central orchestrator reports it
+                self.error = traceback.format_exc()[-4000:]
+                self.ready.set()
+                try:
+                    self.stop_all()
+                except Exception:
+                    pass
+            finally:
+                self.events.close()
+                self.done.set()
+
+        @staticmethod
+        def now() -> int:
+            from soak.history import now_ns
+
+            return now_ns()
+
+        def take_orders(self) -> None:
+            with self.lock:
+                orders, self.orders = self.orders, []
+            for kind, arg in orders:
+                if kind == "pause":
+                    # every worker of the host stopped for pause_ms; each stop is a pause event naming its worker
+                    for w in self.live():
+                        if not w.killed and w.alive() and w.paused_since is None:
+                            self.nemesis.pause(w)
+
+        def workers(self) -> list[dict[str, Any]]:
+            return [{"name": h.name, "pid": h.pid, "slot": h.slot} for h in self.live() if h.alive()]
+
+    return _HostEngine
+
+
+class HostAgent:
+    """The Dask actor of one host (created by `soak.cluster.storm` with `actor=True`, pinned to that host)."""
+
+    def __init__(self, host: str) -> None:
+        self.host = host
+        self.engine: Any = None
+        self.thread: threading.Thread | None = None
+        self.offsets: dict[str, int] = {}
+        self.partial: dict[str, bytes] = {}
+        self.local_dir: Path | None = None
+
+    def code(self) -> str:
+        """The digest of the soak code this host's process loaded."""
+        return _LOADED
+
+    def clock(self) -> int:
+        """This host's history clock (CLOCK_MONOTONIC ns), as its workers read it."""
+        from soak.history import now_ns
+
+        return now_ns()
+
+    def start(self, blob: bytes) -> dict[str, Any]:
+        """Spawn this host's workers and wait until each is ready at the boot barrier."""
+        scenario, target, location, slots, n_hosts = dill.loads(blob)
+        self.local_dir = Path(tempfile.mkdtemp(prefix=f"soak-agent-{self.host}-"))
+        (self.local_dir / "history").mkdir()
+        self.engine = _engine_class()(scenario, target, self.local_dir, location, slots, self.host, n_hosts)
+        self.thread = threading.Thread(target=self.engine.main, name=f"soak-agent-{self.host}", daemon=True)
+        self.thread.start()
+        self.engine.ready.wait(60)
+        return {"host": self.host, "pid": os.getpid(), "local_dir": str(self.local_dir),
+                "workers": self.engine.workers(), "error": self.engine.error}
+
+    def go(self) -> int:
+        """Let this host's workers boot (the storm-wide boot barrier); returns when, by this host's clock."""
+        self.engine.go_event.set()
+        return self.clock()
+
+    def drain(self) -> dict[str, Any]:
+        """Every complete history line appended on this host since the last drain, by file, and the live workers."""
+        out: dict[str, bytes] = {}
+        hist = self.local_dir / "history" if self.local_dir else None
+        if hist is not None and hist.is_dir():
+            for path in sorted(hist.glob("*.jsonl")):
+                name = path.name
+                offset = self.offsets.get(name, 0)
+                try:
+                    with open(path, "rb") as fh:
+                        fh.seek(offset)
+                        data = fh.read()
+                except OSError:
+                    continue
+                if not data:
+                    continue
+                self.offsets[name] = offset + len(data)
+                data = self.partial.pop(name, b"") + data
+                head, sep, tail = data.rpartition(b"\n")
+                if tail:
+                    self.partial[name] = tail
+                if sep:
+                    out[name] = head + sep
+        engine = self.engine
+        return {"lines": out, "workers": engine.workers() if engine is not None else [],
+                "error": engine.error if engine is not None else None,
+                "done": bool(engine is not None and engine.done.is_set())}
+
+    def pause_host(self) -> None:
+        """Pause every worker process of this host for the scenario's pause_ms."""
+        with self.engine.lock:
+            self.engine.orders.append(("pause", None))
+
+    def stop(self, timeout_s: float) -> dict[str, Any]:
+        """Stop this host's workers (grace, then SIGKILL), and return the engine's summary."""
+        self.engine.stop_requested = True
+        self.engine.go_event.set()
+        self.engine.done.wait(timeout_s)
+        return {"summary": self.engine.summary, "error": self.engine.error, "done": self.engine.done.is_set()}
+
+    def freeze(self) -> list[str]:
+        """Stop (SIGSTOP) every worker process of this host and wait until the kernel shows each stopped: what they
+        wrote is then all there is, for a drain before the host is killed. Returns the workers frozen."""
+        from soak.storm.nemesis import _wait_stopped
+
+        self.engine.stop_requested = True  # the engine loop must not continue or replace them now
+        frozen = []
+        for h in self.engine.handles:
+            try:
+                os.kill(h.pid, signal.SIGSTOP)
+            except (ProcessLookupError, TypeError):
+                continue
+            _wait_stopped(h.pid, 1.0)
+            frozen.append(h.name)
+        return frozen
+
+    def discard(self) -> None:
+        """Remove this host's local directory, once everything in it was shipped."""
+        import shutil
+
+        if self.local_dir is not None:
+            shutil.rmtree(self.local_dir, ignore_errors=True)
+
+    def kill_host(self) -> None:
+        """Kill this whole host's storm: every worker with SIGKILL, then this Dask worker process itself."""
+        if self.engine is not None:
+            for h in self.engine.handles:
+                try:
+                    os.kill(h.pid, signal.SIGKILL)
+                except (ProcessLookupError, TypeError):
+                    pass
+        os.kill(os.getpid(), signal.SIGKILL)

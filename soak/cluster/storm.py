@@ -1,0 +1,416 @@
+"""The central orchestrator of a storm across hosts: one host agent per Dask worker, one quorum, one verdict.
+
+`ClusterStorm` is the storm engine `run_storm` drives (`soak.storm.orchestrator`), its loop replaced: instead of
+spawning workers it starts a `HostAgent` actor pinned to each host, hands each its worker slots (slot k on host
+k mod N) and the store as that host reaches it, lets every host's workers boot at once, then, until the quorum,
+the time bound or a signal, ships each host's new history lines into the run directory (every record rewritten
+onto the orchestrator's clock with its host named: `"h"`), counts the quorum from them as a local storm does,
+measures each host's clock (`soak.cluster.clocks`) and runs the host-level nemesis (`soak.cluster.faults`). A host
+whose agent is lost (killed, partitioned, crashed) is out of the storm: its operations in flight stay unknown
+(an invoke without its completion), and the storm goes on with the others.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import shutil
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import dill
+
+from soak.errors import HarnessError, ScenarioError
+from soak.history import now_ns
+from soak.rundir import HISTORY_DIR, write_json
+from soak.storm.orchestrator import _Display, _Storm
+from soak.storm.worker import derive_seed
+
+__all__ = ["ClusterStorm", "ClusterSpec", "HostSpec"]
+
+_SHIP_S = 0.1  # how often each host's new history lines are shipped
+_CLOCK_S = 1.0  # how often each host's clock is sampled during the storm
+_CALL_TIMEOUT_S = 10.0  # an agent that does not answer within this is lost
+
+
+@dataclass
+class HostSpec:
+    """One host of the cluster: its name, its Dask worker's address and how its workers reach the store."""
+
+    name: str
+    worker: str  # the Dask worker's address, where its agent is pinned
+    target: Any  # the store target its workers open (through the forwarder on a simulated host)
+    netns: str | None = None  # its network namespace (a simulated host)
+    device: str | None = None  # its network device inside the namespace
+    process: Any = None  # its `dask worker` process, where the harness started it
+
+
+@dataclass
+class ClusterSpec:
+    """The cluster a storm runs on: the Dask client, the hosts, and the faults it can make."""
+
+    client: Any
+    hosts: list[HostSpec]
+    faults: Any = None  # soak.cluster.faults.HostFaults
+    note: str = ""
+    shared_fs: bool = False  # the hosts' local directories are readable here (a simulated cluster)
+
+
+@dataclass(eq=False)
+class _Agent:
+    host: HostSpec
+    actor: Any
+    slots: list[int]
+    local_dir: str = ""
+    lost: str | None = None  # why the host is out of the storm
+    workers: list[dict[str, Any]] = field(default_factory=list)
+    summary: dict[str, Any] = field(default_factory=dict)
+    ops: int = 0
+
+
+class ClusterStorm(_Storm):
+    """The storm engine of `run_storm` across the hosts of `cluster`."""
+
+    def __init__(self, scenario: Any, target: Any, run_dir: Path, progress: bool, *, cluster: ClusterSpec) -> None:
+        super().__init__(scenario, target, run_dir, progress)
+        from soak.cluster.clocks import Clocks
+
+        self.cluster = cluster
+        self.agents: list[_Agent] = []
+        self.clocks = Clocks()
+        self.files: dict[str, Any] = {}  # run-dir history file name -> fd
+        self.spawned: dict[str, dict[str, Any]] = {}  # host -> its workers spawned and not yet ended -> pid
+        self.host_rng = random.Random(derive_seed(scenario.seed, -4, 0))
+
+    # -- shipping -----------------------------------------------------------------------------------
+
+    def _file_name(self, host: str, name: str) -> str:
+        return f"nemesis-{host}.jsonl" if name == "nemesis.jsonl" else name
+
+    def _write(self, host: str, name: str, data: bytes) -> None:
+        from soak.history import _orjson_dumps, decode_line
+
+        fname = self._file_name(host, name)
+        fd = self.files.get(fname)
+        if fd is None:
+            fd = self.files[fname] = os.open(self.history_dir / fname, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        offset = self.clocks.offset_ns(host)
+        out = []
+        for raw in data.split(b"\n"):
+            if not raw.strip():
+                continue
+            obj = decode_line(raw)
+            if "ts" in obj:
+                obj["ts"] = int(obj["ts"]) - offset  # onto the orchestrator's clock
+            obj["h"] = host
+            if obj.get("t") == "event" and obj.get("p") == "nemesis":
+                v = obj.get("v") or {}
+                if obj.get("kind") == "spawn" and "target" in v and "slot" in v:
+                    self.worker_seeds[v["target"]] = derive_seed(self.sc.seed, v["slot"], v.get("incarnation", 1))
+                    self.spawned.setdefault(host, {})[v["target"]] = v.get("pid")
+                elif obj.get("kind") in ("kill", "timeout-kill", "exit") and "target" in v:
+                    self.spawned.get(host, {}).pop(v["target"], None)
+            out.append(_orjson_dumps(obj))
+        if out:
+            os.write(fd, b"\n".join(out) + b"\n")
+
+    def ship(self, agent: _Agent, reply: dict[str, Any]) -> None:
+        for name, data in sorted(reply.get("lines", {}).items()):
+            self._write(agent.host.name, name, data)
+        agent.workers = reply.get("workers", agent.workers)
+
+    def ship_rest(self, agent: _Agent) -> None:
+        """After a host is lost: what its local directory still holds, where it can be read (a simulated host's
+        disk outlives its processes); on a real host the lines not yet shipped are lost, and stay unknown."""
+        if not (self.cluster.shared_fs and agent.local_dir):
+            return
+        hist = Path(agent.local_dir) / "history"
+        for path in sorted(hist.glob("*.jsonl")):
+            name = self._file_name(agent.host.name, path.name)
+            shipped = self.history_dir / name
+            have = shipped.stat().st_size if shipped.is_file() else 0
+            data = path.read_bytes()
+            # the shipped file holds the same lines rewritten; count the lines shipped, then add the rest
+            n = 0
+            if have:
+                with open(shipped, "rb") as fh:
+                    n = sum(1 for _ in fh)
+            lines = data.split(b"\n")
+            complete = lines[:-1]
+            rest = complete[n:]
+            if rest:
+                self._write(agent.host.name, path.name, b"\n".join(rest) + b"\n")
+
+    def killed(self, agent: _Agent, complete: bool) -> None:
+        """After a host-kill, once its history is complete (its workers were frozen before the last drain, or its
+        disk is readable here): how each of its workers ended, as the nemesis's kill of one worker is recorded (a
+        worker killed before it wrote anything never reached the store). Otherwise its unshipped lines are lost
+        and its workers' ends say nothing."""
+        if not (complete or self.cluster.shared_fs):
+            return
+        for name, pid in sorted(self.spawned.pop(agent.host.name, {}).items()):
+            started = (self.history_dir / f"{name}.jsonl").is_file()
+            self.events.event("kill" if started else "exit",
+                              {"target": name, "pid": pid, "host": agent.host.name, "host_kill": True,
+                               **({} if started else {"forced": True, "phase": "starting"})})
+
+    def _call(self, agent: _Agent, method: str, *args: Any, timeout: float = _CALL_TIMEOUT_S) -> Any:
+        return getattr(agent.actor, method)(*args).result(timeout=timeout)
+
+    def lose(self, agent: _Agent, why: str, complete: bool = False) -> None:
+        """Take a host out of the storm. `complete`: everything its workers recorded was shipped (they were frozen
+        first); else the checker sets aside what needs the whole history, unless its disk is readable here."""
+        if agent.lost is not None:
+            return
+        agent.lost = why
+        complete = complete or self.cluster.shared_fs
+        self.events.event("host-lost", {"host": agent.host.name, "why": why, "history_complete": complete,
+                                        "workers": sorted({*(w["name"] for w in agent.workers),
+                                                           *self.spawned.get(agent.host.name, {})})})
+        faults = self.cluster.faults
+        if faults is not None and "host-kill" not in why:
+            # a host out of the storm must not go on writing behind it (the final state is read after the stop)
+            try:
+                faults.kill_host(self, agent)
+            except Exception:  # noqa: BLE001 - unreachable: docs/cluster.md says what that leaves
+                pass
+        self.ship_rest(agent)
+
+    def drain_all(self) -> None:
+        live = [a for a in self.agents if a.lost is None]
+        futures = []
+        for a in live:
+            try:
+                futures.append((a, a.actor.drain()))
+            except Exception as exc:  # noqa: BLE001 - a lost host
+                self.lose(a, f"drain failed: {type(exc).__name__}: {exc}")
+        for a, fut in futures:
+            try:
+                reply = fut.result(timeout=_CALL_TIMEOUT_S)
+            except Exception as exc:  # noqa: BLE001
+                self.lose(a, f"its agent stopped answering ({type(exc).__name__}: {str(exc)[:200]})")
+                continue
+            self.ship(a, reply)
+            if reply.get("error"):
+                self.lose(a, f"its agent failed: {reply['error'].strip().splitlines()[-1]}")
+
+    # -- the loop -----------------------------------------------------------------------------------
+
+    def run(self, info: Any) -> dict[str, Any]:
+        from soak.cluster.agent import HostAgent
+
+        self.location.mkdir(parents=True, exist_ok=True)
+        self.history_dir.mkdir(parents=True, exist_ok=True)
+        start = now_ns()
+        info.started_ns = start
+        self.start_early(info, start)  # the early judge reads the shipped history as it grows, as on one machine
+        hosts = self.cluster.hosts
+        client = self.cluster.client
+        slots: dict[str, list[int]] = {h.name: [] for h in hosts}
+        for slot in range(self.sc.workers):
+            slots[hosts[slot % len(hosts)].name].append(slot)
+        for h in hosts:
+            actor = client.submit(HostAgent, h.name, actor=True, workers=[h.worker], allow_other_workers=False,
+                                  pure=False).result(timeout=60)
+            self.agents.append(_Agent(h, actor, slots[h.name]))
+        from soak.cluster.agent import code_digest
+
+        here = code_digest()
+        for a in self.agents:
+            try:
+                there = self._call(a, "code")
+            except Exception as exc:  # noqa: BLE001 - an agent of an older soak has no such method
+                raise ScenarioError(f"host {a.host.name} ({a.host.worker}) did not say which soak code it runs "
+                                    f"({type(exc).__name__}): install this soak on every host and restart its dask "
+                                    "worker") from exc
+            if there != here:
+                raise ScenarioError(f"host {a.host.name} ({a.host.worker}) runs other soak code than this orchestrator "
+                                    f"({there} there, {here} here): install this soak on every host and restart "
+                                    "its dask worker")
+        for a in self.agents:
+            self.clocks.sync(a.host.name, lambda a=a: self._call(a, "clock"))
+        self.events.event("cluster", {"hosts": [{"host": a.host.name, "worker": a.host.worker, "slots": a.slots,
+                                                 "netns": a.host.netns} for a in self.agents],
+                                      "note": self.cluster.note})
+        futures = [(a, a.actor.start(dill.dumps((self.sc, a.host.target, str(self.location), a.slots,
+                                                 len(hosts))))) for a in self.agents if a.slots]
+        for a, fut in futures:
+            reply = fut.result(timeout=90)
+            a.local_dir = reply["local_dir"]
+            a.workers = reply["workers"]
+            if reply.get("error"):
+                raise HarnessError(f"host {a.host.name}: its agent failed to start: "
+                                   f"{reply['error'].strip().splitlines()[-1]}")
+        for fut in [a.actor.go() for a in self.agents if a.slots]:
+            fut.result(timeout=_CALL_TIMEOUT_S)
+        self.go_ns = now_ns()
+        self.events.event("boot", {"hosts": [a.host.name for a in self.agents]})
+        self.agents = [a for a in self.agents if a.slots]
+        faults = self.cluster.faults
+        if faults is not None:
+            faults.begin(self, self.go_ns)
+        bound = start + int(self.sc.time_bound_s * 1e9)
+        display = _Display(self.sc.quorum, self.sc.time_bound_s, enabled=self.show_progress)
+        quorum_at: float | None = None
+        last_ship = last_sample = last_clock = 0
+        extra: dict[str, Any] = {}
+        status = "running"
+        try:
+            with display:
+                while True:
+                    now = now_ns()
+                    if now - last_ship >= _SHIP_S * 1e9:
+                        last_ship = now
+                        self.drain_all()
+                        self.quorum.poll()
+                        display.update(self.quorum.counts(), (now - start) / 1e9)
+                        if now - last_sample >= 1_000_000_000:
+                            last_sample = now
+                            self._sample(now - start)
+                        if self.quorum.met():
+                            quorum_at = (now - start) / 1e9
+                            status = "quorum"
+                            break
+                        if self.early_found.value:
+                            status = "violation"
+                            extra["stopped_early"] = {"reason": "violation", "at_s": round((now - start) / 1e9, 3)}
+                            break
+                        suspects = self.quorum.suspects
+                        if self.sc.stop_on_suspect and suspects:
+                            status = "suspect"
+                            extra["stopped_early"] = {"reason": suspects[0]["reason"],
+                                                      "at_s": round((now - start) / 1e9, 3), "suspect": suspects[0]}
+                            break
+                    if now - last_clock >= _CLOCK_S * 1e9:
+                        last_clock = now
+                        for a in self.agents:
+                            if a.lost is None:
+                                try:
+                                    self.clocks.sample(a.host.name, lambda a=a: self._call(a, "clock", timeout=2))
+                                except Exception:  # noqa: BLE001 - the next drain notices a lost host
+                                    pass
+                    if self.interrupted:
+                        status = "interrupted"
+                        break
+                    if now >= bound:
+                        status = "timeout"
+                        break
+                    if all(a.lost is not None for a in self.agents):
+                        status, info.error = "workers-lost", "every host of the cluster was lost"
+                        break
+                    if faults is not None:
+                        faults.step(self, now)
+                    time.sleep(0.01)
+        finally:
+            self.early_stop.value = 1
+            extra.update(self.stop_all())
+            early = self.finish_early()
+            if early is not None:
+                extra["early_judge"] = early
+        info.status = status
+        extra["stop_reason"] = status
+        hung: dict[str, int] = {}
+        strikes: dict[str, int] = {}
+        respawns = unexpected = 0
+        for a in self.agents:
+            s = a.summary or {}
+            for k, v in (s.get("hung_calls") or {}).items():
+                hung[k] = hung.get(k, 0) + v
+            for k, v in (s.get("strikes") or {}).items():
+                strikes[k] = strikes.get(k, 0) + v
+            respawns += s.get("respawns", 0)
+            unexpected += s.get("unexpected_exits", 0)
+        extra["hung_calls"] = hung
+        extra["strikes"] = strikes
+        self.quorum.poll()
+        self.quorum.finish()
+        self._sample(now_ns() - start)
+        extra["time_to_quorum_s"] = quorum_at
+        extra["elapsed_s"] = round((now_ns() - start) / 1e9, 3)
+        extra["respawns"] = respawns
+        extra["unexpected_exits"] = unexpected
+        extra["counts"] = self.quorum.counts()
+        rates = getattr(self.workload, "storm_rates", None)
+        if rates is not None:
+            running_s = (self.stopped_ns - (self.go_ns or start)) / 1e9
+            extra["running_s"] = round(running_s, 3)
+            extra.update(rates(self.sc, extra["counts"], running_s))
+        coverage = getattr(self.workload, "coverage", None)
+        if coverage is not None:
+            extra["coverage"] = coverage(extra["counts"])
+        extra["suspects"] = len(self.quorum.suspects)
+        extra["first_suspects"] = self.quorum.suspects[:20]
+        extra["boot_failures"] = self.quorum.boot_failures[:20]
+        extra["crashes"] = self.quorum.crashes[:20]
+        extra["workers"] = {name: dict(st) for name, st in sorted(self.quorum.per_worker.items())}
+        extra["cluster"] = self.host_table()
+        clocks = self.clocks.summary()
+        write_json(self.run_dir / "clocks.json", clocks)
+        info.clock_error_ms = clocks["max_error_ms"]
+        return extra
+
+    def host_table(self) -> dict[str, Any]:
+        """Per host: its slots, whether (and why) it was lost, its operations and throughput."""
+        per: dict[str, dict[str, Any]] = {}
+        by_worker = self.quorum.per_worker
+        running_s = max(1e-9, (self.stopped_ns - (self.go_ns or self.stopped_ns)) / 1e9)
+        for a in self.agents:
+            ops = sum(st["ops"] for name, st in by_worker.items() if int(name[1:].split(".")[0]) in a.slots)
+            per[a.host.name] = {"worker": a.host.worker, "netns": a.host.netns, "slots": a.slots, "lost": a.lost,
+                                "ops": ops, "ops_per_s": round(ops / running_s, 1)}
+        return per
+
+    def stop_all(self) -> dict[str, Any]:
+        """Stop every host's workers (each agent stops its own: grace, then SIGKILL), ship the rest of the history."""
+        self.stop_flag.value = 1
+        faults = self.cluster.faults
+        if faults is not None:
+            faults.heal_all(self)
+        self.stopped_ns = now_ns()
+        grace = self.sc.grace_s + self.sc.call_bound_s + 10
+        futures = []
+        for a in self.agents:
+            if a.lost is None:
+                try:
+                    futures.append((a, a.actor.stop(grace)))
+                except Exception as exc:  # noqa: BLE001
+                    self.lose(a, f"stop failed: {exc}")
+        for a, fut in futures:
+            try:
+                reply = fut.result(timeout=grace + 10)
+                a.summary = reply.get("summary") or {}
+            except Exception as exc:  # noqa: BLE001
+                self.lose(a, f"its agent did not stop ({type(exc).__name__})")
+        self.drain_all()
+        for a in self.agents:
+            if a.lost is None:
+                try:
+                    self._call(a, "discard")
+                except Exception:  # noqa: BLE001 - a temporary directory left on that host
+                    pass
+            elif self.cluster.shared_fs and a.local_dir:
+                shutil.rmtree(a.local_dir, ignore_errors=True)
+        for fd in self.files.values():
+            os.close(fd)
+        self.files.clear()
+        forced = [n for a in self.agents for n in (a.summary or {}).get("forced_kills", [])]
+        return {"forced_kills": forced, "survivors_killed": []}
+
+
+def check_cluster_scenario(scenario: Any, target: Any) -> None:
+    """Refuse what a storm across hosts cannot run: an embedded store, the network fault proxy, another workload."""
+    from soak.storm.netfault import net_faults_on, upstream_of
+
+    if scenario.workload != "runs":
+        raise ScenarioError(f"a storm across hosts runs the runs workload only (this is {scenario.workload}); "
+                            "drop --hosts/--cluster")
+    if upstream_of(target) is None:
+        raise ScenarioError(f"store {target.spec}: a storm across hosts needs a networked store every host can "
+                            "reach (postgresql://... or redis://...)")
+    if net_faults_on(scenario):
+        raise ScenarioError("net_* faults: the fault proxy stands between workers and server on one machine; across "
+                            "hosts use the host_* faults (docs/cluster.md): set the net_* keys to 0")
+    if scenario.workers < 1:
+        raise ScenarioError("workers must be at least 1")

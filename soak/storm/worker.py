@@ -103,7 +103,7 @@ def _die_with_parent(parent_pid: int) -> None:
 
 
 def worker_entry(process: str, history_dir: str, spec_blob: bytes, state: Any, stop: Any, go: Any,
-                 board: Any = None) -> None:
+                 board: Any = None, calls: Any = None) -> None:
     """Process entry: send this process's stderr to `history/<process>.stderr`, load the spec, run `worker_main`.
 
     The spec travels as dill bytes and is loaded here, so a store factory that cannot be loaded in a fresh process
@@ -129,16 +129,17 @@ def worker_entry(process: str, history_dir: str, spec_blob: bytes, state: Any, s
                                "traceback": traceback.format_exc()[-4000:]})
         writer.close()
         os._exit(START_FAILED_STATUS)
-    worker_main(spec, state, stop, go, board)
+    worker_main(spec, state, stop, go, board, calls)
 
 
-def worker_main(spec: WorkerSpec, state: Any, stop: Any, go: Any, board: Any = None) -> None:
+def worker_main(spec: WorkerSpec, state: Any, stop: Any, go: Any, board: Any = None, calls: Any = None) -> None:
     """Process entry: wait for `go`, boot the store, run the workload until `stop.value` is set.
 
     The first workers wait at the `go` barrier so they all call the store factory within a
     millisecond of each other: a bootstrap that races with itself shows up here. `board` is the
     storm's shared run board (one slot per workload key: the latest monotonic ns a tenure of it can
-    expire, 0 for free), so a worker without a tenure can wait at the next expiry.
+    expire, 0 for free), so a worker without a tenure can wait at the next expiry. `calls` holds, per slot, the
+    monotonic ns the store call in flight began (0: none), so a load worker can yield to a starved call.
     """
     _die_with_parent(spec.parent_pid)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the orchestrator's to handle
@@ -156,11 +157,15 @@ def worker_main(spec: WorkerSpec, state: Any, stop: Any, go: Any, board: Any = N
     codes = {s: i for i, s in enumerate(surface_codes(workload))}
     state[TENURE_KEY] = -1
 
+    mine = spec.slot if calls is not None and 0 <= spec.slot < len(calls) else None
+
     def enter(index: int, f: str, strike: Any = None, kill: bool = False) -> None:
         state[OP_INDEX] = index
         state[SURFACE] = codes.get(f, 0)
-        state[SINCE_NS] = time.monotonic_ns()
+        state[SINCE_NS] = since = time.monotonic_ns()
         state[IN_CALL] = 1
+        if mine is not None:
+            calls[mine] = since
         if strike is not None:
             # the mode, negative where the nemesis is to kill the worker at the stop instead of holding it
             state[STRIKE] = (1 + MODES.index(strike[1])) * (-1 if kill else 1)
@@ -169,6 +174,8 @@ def worker_main(spec: WorkerSpec, state: Any, stop: Any, go: Any, board: Any = N
 
     def leave() -> None:
         state[IN_CALL] = 0
+        if mine is not None:
+            calls[mine] = 0
         if state[STRIKE]:
             timer.disarm()
             state[STRIKE] = 0
@@ -198,6 +205,13 @@ def worker_main(spec: WorkerSpec, state: Any, stop: Any, go: Any, board: Any = N
     def expiry(key: str) -> int:
         code = keys.get(key, -1)
         return int(board[code]) if board is not None and 0 <= code < len(board) else 0
+
+    def oldest_call_ns() -> int:
+        """When the oldest store call in flight of another worker began (monotonic ns; 0: none)."""
+        if calls is None:
+            return 0
+        began = [int(v) for i, v in enumerate(calls) if v and i != mine]
+        return min(began) if began else 0
 
     writer = HistoryWriter(Path(spec.history_dir) / f"{spec.process}.jsonl", spec.process)
     writer.event("start", {"pid": os.getpid(), "seed": spec.seed, "slot": spec.slot,
@@ -245,6 +259,9 @@ def worker_main(spec: WorkerSpec, state: Any, stop: Any, go: Any, board: Any = N
         note_expiry=note_expiry,
         expiry=expiry,
         can_strike=timer.available,
+        load=spec.slot >= sc.workers,
+        load_index=spec.slot - sc.workers,
+        oldest_call_ns=oldest_call_ns,
         workdir=str(Path(spec.history_dir).parent),
         **workload.context_hooks(),
     )

@@ -527,6 +527,8 @@ class _Storm:
                         status = "timeout"
                         break
                     self.nemesis.step(self.targets())  # killed workers are replaced in reap()
+                    for h in self.nemesis.paused:  # a held call is not a starved one: the load goes on beside it
+                        self.calls[h.slot] = 0
                     self.net.step(self.targets())
                     self.check_call_timeouts()
                     self.reap()

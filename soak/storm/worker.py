@@ -40,9 +40,12 @@ __all__ = [
 #: run over next: the successor a held strike waits for. `TENURE_OP` is the op index of the call
 #: that granted the published tenure (its acquire), so the nemesis can count the calls made since.
 #: `STRIKE_STEP` and `STRIKE_STEPS` are the step k and the n a step-mode strike sweeps (0 for kernel mode).
+#: `WITNESSED` is set by the nemesis when it lets a held strike go after a successor took the run over during the
+#: hold (a takeover got in mid-call); the worker reads it as the call returns and strikes that position again soon.
+#: `AGAIN` is 1 while the armed step-mode strike is such a re-strike.
 (IN_CALL, OP_INDEX, SINCE_NS, SURFACE, PHASE, STRIKE, TENURE_KEY, TENURE_EPOCH, TENURE_EXPIRES_NS, WANTED,
- TENURE_OP, STRIKE_STEP, STRIKE_STEPS) = range(13)
-SLOTS = 13
+ TENURE_OP, STRIKE_STEP, STRIKE_STEPS, WITNESSED, AGAIN) = range(15)
+SLOTS = 15
 #: Worker phases (shared `PHASE` slot).
 STARTING, RUNNING, BOOT_FAILED, DONE, CRASHED, READY, BOOTING = range(7)
 PHASES = ("starting", "running", "boot-failed", "done", "crashed", "ready", "booting")
@@ -171,14 +174,15 @@ def worker_main(spec: WorkerSpec, state: Any, stop: Any, go: Any, board: Any = N
             state[STRIKE] = (1 + MODES.index(strike[1])) * (-1 if kill else 1)
             timer.arm(strike)
             state[STRIKE_STEP], state[STRIKE_STEPS] = timer.position
+            state[AGAIN] = int(timer.again)
 
     def leave() -> None:
         state[IN_CALL] = 0
         if mine is not None:
             calls[mine] = 0
         if state[STRIKE]:
-            timer.disarm()
-            state[STRIKE] = 0
+            timer.disarm(witnessed=bool(state[WITNESSED]))
+            state[STRIKE] = state[WITNESSED] = state[AGAIN] = 0
 
     run_ids = list(keys)
 

@@ -70,6 +70,7 @@ class StormOutcome:
     note: str = ""  # the first inconclusive reason or the storm error
     verdict_s: float | None = None  # wall seconds from the storm's start to its verdict (storm, snapshot, check)
     strikes: dict[str, int] = field(default_factory=dict)  # `soak.check.strikes.strike_windows` of the run
+    boot_s: float | None = None  # seconds from the storm's start to its boot barrier (the workers spawned and ready)
 
 
 @dataclass(slots=True)
@@ -101,6 +102,14 @@ class MutantResult:
     @property
     def median_first_violation_s(self) -> float | None:
         times = [s.first_violation_s for s in self.storms if s.first_violation_s is not None]
+        return statistics.median(times) if times else None
+
+    @property
+    def median_first_after_boot_s(self) -> float | None:
+        """Median seconds from the boot barrier (every worker spawned and ready) to the first violation's evidence:
+        the first evidence less the spawning, which a loaded machine stretches to seconds."""
+        times = [s.first_violation_s - s.boot_s for s in self.storms
+                 if s.first_violation_s is not None and s.boot_s is not None]
         return statistics.median(times) if times else None
 
     @property
@@ -205,6 +214,7 @@ class SelftestReport(_Outcome):
                 "conformance": conf,
                 "storm": f"{m.caught}/{len(m.storms)}",
                 "median_s": "-" if med is None else f"{med:.1f}",
+                "after_boot": "-" if m.median_first_after_boot_s is None else f"{m.median_first_after_boot_s:.1f}",
                 "verdict_s": "-" if wall is None else f"{wall:.1f}",
                 "strikes": strike_text(m.strikes),
                 "storm clauses": ", ".join(m.storm_clauses) or "-",
@@ -214,8 +224,10 @@ class SelftestReport(_Outcome):
     def table(self) -> str:
         """The self-test table as text, reference stores and totals below it."""
         rows = self.rows()
-        cols = ["mutant", "breaks", "conformance", "storm", "median_s", "verdict_s", "strikes", "storm clauses"]
-        heads = {"median_s": "median s to 1st evidence", "verdict_s": "median s to fail", "storm": "storm caught",
+        cols = ["mutant", "breaks", "conformance", "storm", "median_s", "after_boot", "verdict_s", "strikes",
+                "storm clauses"]
+        heads = {"median_s": "median s to 1st evidence", "after_boot": "after boot", "verdict_s": "median s to fail",
+                 "storm": "storm caught",
                  "strikes": "strikes held: mid-call, evidence"}
         widths = {c: max([len(heads.get(c, c))] + [len(r[c]) for r in rows]) for c in cols}
         lines = ["  ".join(heads.get(c, c).ljust(widths[c]) for c in cols).rstrip()]
@@ -240,7 +252,8 @@ class SelftestReport(_Outcome):
         def mutant(m: MutantResult) -> dict[str, Any]:
             d = asdict(m)
             d.update(caught=m.caught, escaped=m.escaped, median_first_violation_s=m.median_first_violation_s,
-                     median_verdict_s=m.median_verdict_s, strikes=m.strikes)
+                     median_verdict_s=m.median_verdict_s, strikes=m.strikes,
+                     median_first_after_boot_s=m.median_first_after_boot_s)
             return d
 
         return {
@@ -290,7 +303,21 @@ def storm_once(scenario: Any, spec: Any, run_dir: Path) -> StormOutcome:
     except (OSError, ValueError):
         strikes = {}
     return StormOutcome(str(run_dir), info.status, verdict.result, tuple(verdict.clauses), round(seconds, 3),
-                        first, note[:300], round(verdict_s, 3), strikes)
+                        first, note[:300], round(verdict_s, 3), strikes, _boot_s(run_dir, info.started_ns))
+
+
+def _boot_s(run_dir: Path, started_ns: int) -> float | None:
+    """Seconds from the storm's start to its boot barrier (the nemesis's `boot` event), None where not recorded."""
+    from soak.history import Record, operations
+    from soak.rundir import EVENTS_FILE
+
+    path = run_dir / EVENTS_FILE
+    if not started_ns or not path.is_file():
+        return None
+    for ev in operations([path]):
+        if isinstance(ev, Record) and ev.kind == "boot":
+            return round((ev.time - started_ns) / 1e9, 3)
+    return None
 
 
 def _default_root() -> Path:

@@ -72,7 +72,7 @@ class Scenario:
     load_workers: int = 0
     lease_ttl_ms: int = 250
     seed: int = 0  # 0: pick one at random (the chosen seed is recorded in the run directory)
-    time_bound_s: float = 90.0
+    time_bound_s: float = 90.0  # counted from the boot barrier (every first worker spawned and ready)
     # the `call-returns` bound on one store call; 0: derived from the ttl (20 x ttl, at least 2 s)
     call_timeout_s: float = 0.0
     grace_s: float = 2.0

@@ -486,7 +486,8 @@ class _Storm:
             self.spawn(slot, "start")
         self.release_boot_barrier()
         self.nemesis = self._nemesis(start)
-        bound = start + int(self.sc.time_bound_s * 1e9)
+        # the time bound counts from the boot barrier: spawning the workers takes seconds on a loaded machine
+        bound = (self.go_ns or start) + int(self.sc.time_bound_s * 1e9)
         display = _Display(self.sc.quorum, self.sc.time_bound_s, enabled=self.show_progress)
         quorum_at: float | None = None
         last_poll = last_sample = 0

@@ -10,7 +10,6 @@ process start and the final snapshot are not charged to the store.
 
 from __future__ import annotations
 
-import dataclasses
 import sys
 import tempfile
 import time

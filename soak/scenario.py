@@ -67,9 +67,12 @@ class Scenario:
     workload: str = "runs"
     store: str = "sqlite:"
     workers: int = 4
+    # load workers beside them (`soak.workloads.runs.load`): each writes its own run as fast as the store takes
+    # writes, every call recorded and checked; never the nemesis's target; 0 disables
+    load_workers: int = 0
     lease_ttl_ms: int = 250
     seed: int = 0  # 0: pick one at random (the chosen seed is recorded in the run directory)
-    time_bound_s: float = 90.0
+    time_bound_s: float = 90.0  # counted from the boot barrier (every first worker spawned and ready)
     # the `call-returns` bound on one store call; 0: derived from the ttl (20 x ttl, at least 2 s)
     call_timeout_s: float = 0.0
     grace_s: float = 2.0
@@ -181,6 +184,7 @@ _FIELDS: dict[str, tuple[Any, str]] = {
     "workload": _str(),
     "store": _str(),
     "workers": int_key(1, 256),
+    "load_workers": int_key(0, 256),
     "lease_ttl_ms": int_key(10),
     "seed": int_key(0),
     "time_bound_s": number_key(0, open_lo=True),

@@ -69,6 +69,8 @@ class StormOutcome:
     first_violation_s: float | None = None  # None unless the verdict is fail
     note: str = ""  # the first inconclusive reason or the storm error
     verdict_s: float | None = None  # wall seconds from the storm's start to its verdict (storm, snapshot, check)
+    strikes: dict[str, int] = field(default_factory=dict)  # `soak.check.strikes.strike_windows` of the run
+    boot_s: float | None = None  # seconds from the storm's start to its boot barrier (the workers spawned and ready)
 
 
 @dataclass(slots=True)
@@ -103,10 +105,39 @@ class MutantResult:
         return statistics.median(times) if times else None
 
     @property
+    def median_first_after_boot_s(self) -> float | None:
+        """Median seconds from the boot barrier (every worker spawned and ready) to the first violation's evidence:
+        the first evidence less the spawning, which a loaded machine stretches to seconds."""
+        times = [s.first_violation_s - s.boot_s for s in self.storms
+                 if s.first_violation_s is not None and s.boot_s is not None]
+        return statistics.median(times) if times else None
+
+    @property
     def median_verdict_s(self) -> float | None:
         """Median wall seconds from a catching storm's start to its fail verdict."""
         times = [s.verdict_s for s in self.storms if s.verdict == "fail" and s.verdict_s is not None]
         return statistics.median(times) if times else None
+
+    @property
+    def strikes(self) -> dict[str, int]:
+        """Its storms' strike counts summed (`soak.check.strikes.KEYS`)."""
+        return _summed_strikes(self.storms)
+
+
+def _summed_strikes(storms: Iterable[StormOutcome]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for s in storms:
+        for k, v in s.strikes.items():
+            out[k] = out.get(k, 0) + v
+    return out
+
+
+def strike_text(strikes: dict[str, int]) -> str:
+    """`held: mid-call share, evidence share` of summed strike counts (`-`: none held)."""
+    held = strikes.get("held", 0)
+    if not held:
+        return "-"
+    return f"{held}: {strikes.get('witnessed', 0) / held:.2f}, {strikes.get('landed', 0) / held:.2f}"
 
 
 @dataclass(slots=True)
@@ -183,7 +214,9 @@ class SelftestReport(_Outcome):
                 "conformance": conf,
                 "storm": f"{m.caught}/{len(m.storms)}",
                 "median_s": "-" if med is None else f"{med:.1f}",
+                "after_boot": "-" if m.median_first_after_boot_s is None else f"{m.median_first_after_boot_s:.1f}",
                 "verdict_s": "-" if wall is None else f"{wall:.1f}",
+                "strikes": strike_text(m.strikes),
                 "storm clauses": ", ".join(m.storm_clauses) or "-",
             })
         return out
@@ -191,8 +224,11 @@ class SelftestReport(_Outcome):
     def table(self) -> str:
         """The self-test table as text, reference stores and totals below it."""
         rows = self.rows()
-        cols = ["mutant", "breaks", "conformance", "storm", "median_s", "verdict_s", "storm clauses"]
-        heads = {"median_s": "median s to 1st evidence", "verdict_s": "median s to fail", "storm": "storm caught"}
+        cols = ["mutant", "breaks", "conformance", "storm", "median_s", "after_boot", "verdict_s", "strikes",
+                "storm clauses"]
+        heads = {"median_s": "median s to 1st evidence", "after_boot": "after boot", "verdict_s": "median s to fail",
+                 "storm": "storm caught",
+                 "strikes": "strikes held: mid-call, evidence"}
         widths = {c: max([len(heads.get(c, c))] + [len(r[c]) for r in rows]) for c in cols}
         lines = ["  ".join(heads.get(c, c).ljust(widths[c]) for c in cols).rstrip()]
         lines += ["  ".join(r[c].ljust(widths[c]) for c in cols).rstrip() for r in rows]
@@ -200,7 +236,8 @@ class SelftestReport(_Outcome):
             n = len(r.storms)
             notes = sorted({s.note for s in r.storms if s.verdict != "pass" and s.note})
             lines.append(f"reference {r.spec}  pass {r.count('pass')}/{n}, fail {r.count('fail')}, "
-                         f"inconclusive {r.count('inconclusive')}" + (f" ({notes[0]})" if notes else ""))
+                         f"inconclusive {r.count('inconclusive')}; strikes held: mid-call, evidence "
+                         f"{strike_text(_summed_strikes(r.storms))}" + (f" ({notes[0]})" if notes else ""))
         verdict = {EXIT_PASS: "PASS", EXIT_FAIL: "FAIL", EXIT_INCONCLUSIVE: "INCONCLUSIVE"}[self.exit_code]
         parts = []
         if self.escaped:
@@ -215,7 +252,8 @@ class SelftestReport(_Outcome):
         def mutant(m: MutantResult) -> dict[str, Any]:
             d = asdict(m)
             d.update(caught=m.caught, escaped=m.escaped, median_first_violation_s=m.median_first_violation_s,
-                     median_verdict_s=m.median_verdict_s)
+                     median_verdict_s=m.median_verdict_s, strikes=m.strikes,
+                     median_first_after_boot_s=m.median_first_after_boot_s)
             return d
 
         return {
@@ -242,6 +280,7 @@ def storm_once(scenario: Any, spec: Any, run_dir: Path) -> StormOutcome:
     """Run one storm of `scenario` against `spec` (a spec or a resolved `StoreTarget`) in `run_dir` and
     let the checker judge it."""
     from soak.check import check_run
+    from soak.check.strikes import strike_windows
     from soak.check.verdict import Verdict
     from soak.storm.orchestrator import run_storm
 
@@ -259,8 +298,26 @@ def storm_once(scenario: Any, spec: Any, run_dir: Path) -> StormOutcome:
     verdict_s = time.monotonic() - t0
     first = _first_violation_s(verdict, info.started_ns, seconds) if verdict.result == "fail" else None
     note = info.error or (verdict.reasons[0] if verdict.reasons else "")
+    try:
+        strikes = strike_windows(run_dir)
+    except (OSError, ValueError):
+        strikes = {}
     return StormOutcome(str(run_dir), info.status, verdict.result, tuple(verdict.clauses), round(seconds, 3),
-                        first, note[:300], round(verdict_s, 3))
+                        first, note[:300], round(verdict_s, 3), strikes, _boot_s(run_dir, info.started_ns))
+
+
+def _boot_s(run_dir: Path, started_ns: int) -> float | None:
+    """Seconds from the storm's start to its boot barrier (the nemesis's `boot` event), None where not recorded."""
+    from soak.history import Record, operations
+    from soak.rundir import EVENTS_FILE
+
+    path = run_dir / EVENTS_FILE
+    if not started_ns or not path.is_file():
+        return None
+    for ev in operations([path]):
+        if isinstance(ev, Record) and ev.kind == "boot":
+            return round((ev.time - started_ns) / 1e9, 3)
+    return None
 
 
 def _default_root() -> Path:

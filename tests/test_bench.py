@@ -91,6 +91,8 @@ def test_checker_bench_histories_have_the_shape_they_claim_and_pass(tmp_path: Pa
 def test_strike_windows_counts_held_strikes_the_verdict_cites(tmp_path: Path) -> None:
     from strike_windows import strike_windows
 
+    from soak.check.strikes import KEYS
+
     hist = tmp_path / "history"
     hist.mkdir()
     w = HistoryWriter(hist / "w0.1.jsonl", "w0.1")
@@ -102,11 +104,16 @@ def test_strike_windows_counts_held_strikes_the_verdict_cites(tmp_path: Path) ->
     w.close()
     nem = HistoryWriter(hist / "nemesis.jsonl", "nemesis")
     nem.event("pause", {"target": "w0.1", "strike": True, "strike_mode": "step", "step": 4, "steps": 9,
-                        "op": struck[0]})
+                        "op": struck[0], "again": True})
+    nem.event("resume", {"target": "w0.1", "successor": "w1.1", "why": "successor"})  # a takeover got in mid-call
     nem.event("pause", {"target": "w0.1", "strike": True, "strike_mode": "kernel", "op": struck[1]})
+    nem.event("resume", {"target": "w0.1", "successor": None, "why": "blocked"})
     nem.event("pause", {"target": "w0.1", "op": struck[2]})  # a pause, not a strike
     nem.close()
-    assert strike_windows(tmp_path) == {"held": 2, "landed": 0, "held_step": 1, "landed_step": 0}
+    base = dict.fromkeys(KEYS, 0)
+    assert strike_windows(tmp_path) == {**base, "held": 2, "witnessed": 1, "held_step": 1, "held_again": 1,
+                                        "witnessed_again": 1}
     (tmp_path / "verdict.json").write_text(json.dumps({"violations": [
         {"clause": "stale-rejected", "evidence": [{"process": "w0.1", "index": struck[0]}]}]}))
-    assert strike_windows(tmp_path) == {"held": 2, "landed": 1, "held_step": 1, "landed_step": 1}
+    assert strike_windows(tmp_path) == {**base, "held": 2, "witnessed": 1, "landed": 1, "held_step": 1,
+                                        "landed_step": 1, "held_again": 1, "witnessed_again": 1, "landed_again": 1}

@@ -24,7 +24,7 @@ import dill
 
 from soak.errors import HarnessError, ScenarioError
 from soak.history import now_ns
-from soak.rundir import HISTORY_DIR, write_json
+from soak.rundir import write_json
 from soak.storm.orchestrator import _Display, _Storm
 from soak.storm.worker import derive_seed
 

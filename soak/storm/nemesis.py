@@ -22,7 +22,6 @@ holds:
 
 from __future__ import annotations
 
-import os
 import random
 import signal
 import time
@@ -33,6 +32,7 @@ from soak._procstat import proc_state
 from soak.history import HistoryWriter, now_ns
 from soak.workloads.context import MODES
 from soak.storm.worker import (
+    AGAIN,
     IN_CALL,
     OP_INDEX,
     PHASE,
@@ -48,6 +48,7 @@ from soak.storm.worker import (
     TENURE_OP,
     WANTED,
     signal_worker,
+    WITNESSED,
 )
 
 __all__ = ["Nemesis", "WorkerHandle", "call_elapsed_ns", "call_state"]
@@ -330,6 +331,7 @@ class Nemesis:
                                **_child_syscalls(w.pid),
                                **({"step": int(st[STRIKE_STEP]), "steps": int(st[STRIKE_STEPS])}
                                   if st[STRIKE_STEPS] else {}),
+                               **({"again": True} if st[AGAIN] else {}),
                                "lease_left_ms": round((expires - now) / 1e6, 3), **call_state(w)})
 
     @staticmethod
@@ -384,6 +386,10 @@ class Nemesis:
     def resume(self, w: WorkerHandle, why: str | None = None) -> None:
         if w.paused_since is None:
             return
+        if w.hold is not None and w.hold.successor is not None and w.state[IN_CALL]:
+            # a takeover got in while the struck call was held: the worker strikes that position again
+            w.state[WITNESSED] = 1
+            self.strikes["witnessed"] = self.strikes.get("witnessed", 0) + 1
         try:
             signal_worker(w.pid, signal.SIGCONT)
         except ProcessLookupError:

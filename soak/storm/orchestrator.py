@@ -208,6 +208,8 @@ class _Storm:
         self.stop_flag = self.mp.RawValue("b", 0)
         self.go_flag = self.mp.RawValue("b", 0)  # the boot barrier (see worker_main)
         self.board = self.mp.RawArray("q", max(1, len(self.workload.keys(scenario))))  # the run board (worker_main)
+        # per slot, the monotonic ns the store call in flight began (0: none): load workers yield to a starved call
+        self.calls = self.mp.RawArray("q", scenario.workers + scenario.load_workers)
         self.handles: list[WorkerHandle] = []
         self.incarnations: dict[int, int] = {}
         self.worker_seeds: dict[str, int] = {}
@@ -244,12 +246,13 @@ class _Storm:
         name = process_name(slot, inc)
         seed = derive_seed(self.sc.seed, slot, inc)
         self.worker_seeds[name] = seed
-        spec = WorkerSpec(slot, inc, seed, self.net.target_for(slot, name), str(self.location), self.sc, str(self.history_dir), os.getpid())
+        target = self.net.target_for(slot, name) if slot < self.sc.workers else self.target  # load: no faults
+        spec = WorkerSpec(slot, inc, seed, target, str(self.location), self.sc, str(self.history_dir), os.getpid())
         state = self.mp.RawArray("q", SLOTS)
         skew = self.skew.draw(name)  # the environment of a worker whose wall clock is shifted (soak.storm.skew)
         proc = self.mp.Process(target=skewed_worker_entry if skew else worker_entry,
                                args=(name, str(self.history_dir), dill.dumps(spec), state, self.stop_flag,
-                                     self.go_flag, self.board), name=name, daemon=True)
+                                     self.go_flag, self.board, self.calls), name=name, daemon=True)
         with spawn_environment(skew):
             _start(proc)
         handle = WorkerHandle(name, slot, inc, seed, proc, state, self.surfaces)
@@ -273,6 +276,10 @@ class _Storm:
 
     def live(self) -> list[WorkerHandle]:
         return [h for h in self.handles if not h.reaped]
+
+    def targets(self) -> list[WorkerHandle]:
+        """The live workers the nemeses act on: the tenure workers (load workers only load the store)."""
+        return [h for h in self.live() if h.slot < self.sc.workers]
 
     def reap(self) -> None:
         """Notice workers that ended; replace the ones the nemesis killed, and those that ended on their own.
@@ -476,11 +483,12 @@ class _Storm:
         start = now_ns()
         info.started_ns = start
         self.start_early(info, start)
-        for slot in range(self.sc.workers):
+        for slot in range(self.sc.workers + self.sc.load_workers):
             self.spawn(slot, "start")
         self.release_boot_barrier()
         self.nemesis = self._nemesis(start)
-        bound = start + int(self.sc.time_bound_s * 1e9)
+        # the time bound counts from the boot barrier: spawning the workers takes seconds on a loaded machine
+        bound = (self.go_ns or start) + int(self.sc.time_bound_s * 1e9)
         display = _Display(self.sc.quorum, self.sc.time_bound_s, enabled=self.show_progress)
         quorum_at: float | None = None
         last_poll = last_sample = 0
@@ -520,8 +528,10 @@ class _Storm:
                     if now >= bound:
                         status = "timeout"
                         break
-                    self.nemesis.step(self.live())  # killed workers are replaced in reap()
-                    self.net.step(self.live())
+                    self.nemesis.step(self.targets())  # killed workers are replaced in reap()
+                    for h in self.nemesis.paused:  # a held call is not a starved one: the load goes on beside it
+                        self.calls[h.slot] = 0
+                    self.net.step(self.targets())
                     self.check_call_timeouts()
                     self.reap()
                     if self.ended():

@@ -12,7 +12,11 @@ struck arms a stop of its own, in one of two modes:
   storm's seed (a new cycle when n changes), so every boundary is struck once per cycle however
   long a step waits for a lock or a reply: a store that checks its fence in one step and writes
   in the next leaves its window open at one of them. `position` is the (k, n) of the strike
-  armed last (the nemesis records them in its `pause` event).
+  armed last (the nemesis records them in its `pause` event). A position where a successor took
+  the run over while the call was held there (the nemesis says so as it lets the call go: the
+  takeover got in mid-call, where a window can be) is struck again, ahead of the sweep, the next
+  times the surface is struck (`REPEATS` times, while n stays the same); `again` is True while the
+  armed strike is such a repeat. Positions where the held call blocked the store are not repeated.
 - `kernel`: the stop lands at a random instant. An alarm (`SIGALRM`) after a random lead starts,
   from its Python handler (so after the wait that often opens a call has ended), a POSIX timer
   (`timer_create`, `SIGEV_SIGNAL`, `SIGSTOP`) with a random delay: the kernel stops the process
@@ -36,12 +40,14 @@ from collections import deque
 
 from soak.workloads.context import MODES, Strike
 
-__all__ = ["MODES", "Strike", "StrikeTimer"]
+__all__ = ["MODES", "REPEATS", "Strike", "StrikeTimer"]
 
 
 _CLOCK_MONOTONIC = 1
 _SIGEV_SIGNAL = 0
 _DEFAULT_STEPS = 64  # boundaries assumed in a call before any struck call of its surface was counted
+#: How many more times a step position where a takeover got in mid-call is struck, ahead of the sweep.
+REPEATS = 2
 
 
 class _SigEvent(ctypes.Structure):
@@ -84,6 +90,9 @@ class StrikeTimer:
         self._seen = 0
         self._cycles: dict[str, tuple[int, list[int]]] = {}  # surface -> (n, the boundaries left in this cycle)
         self.position = (0, 0)  # (k, n) of the step-mode strike armed last; (0, 0) for kernel mode
+        self.again = False  # the strike armed last repeats a position where a takeover got in mid-call
+        # surface -> [k, n, strikes left] of positions where a takeover got in mid-call, oldest first
+        self._repeat: dict[str, list[list[int]]] = {}
         self.available = False
         if self._lib is None:
             return
@@ -121,11 +130,11 @@ class StrikeTimer:
             return
         surface, mode, lead_ns, delay_ns, u = strike
         if mode == "step":
-            k, n = self.plan_step(surface, u)
+            k, n, self.again = self.plan_step(surface, u)
             self.position = (k, n)
             self.count_to(surface, k)
         else:
-            self.position = (0, 0)
+            self.position, self.again = (0, 0), False
             self._delay_ns, self._stage = max(1, delay_ns), 1
             signal.setitimer(signal.ITIMER_REAL, max(1, lead_ns) / 1e9)
 
@@ -149,24 +158,42 @@ class StrikeTimer:
             recent = self._steps[surface] = deque(maxlen=9)
         recent.append(seen)
 
-    def plan_step(self, surface: str, u: float) -> tuple[int, int]:
-        """The next boundary of the surface's sweep, and the n it sweeps (`u`, from the seeded plan, shuffles a new
-        cycle)."""
+    def note_witnessed(self, surface: str) -> None:
+        """The nemesis held the step strike that just ended and a successor took its run over meanwhile: strike its
+        position again, `REPEATS` times ahead of the sweep (unless it already was such a repeat)."""
+        if not self.again:
+            k, n = self.position
+            self._repeat.setdefault(surface, []).append([k, n, REPEATS])
+
+    def plan_step(self, surface: str, u: float) -> tuple[int, int, bool]:
+        """The next boundary of the surface's sweep, the n it sweeps (`u`, from the seeded plan, shuffles a new
+        cycle), and whether it repeats a position where a takeover got in mid-call (those come first)."""
         counts = sorted(self._steps.get(surface, ())) or [_DEFAULT_STEPS]
         n = max(1, counts[len(counts) // 2])
+        repeat = [r for r in self._repeat.get(surface, ()) if r[1] == n and r[2] > 0]
+        self._repeat[surface] = repeat
+        if repeat:
+            repeat[0][2] -= 1
+            k = repeat[0][0]
+            if not repeat[0][2]:
+                repeat.pop(0)
+            return k, n, True
         cycle_n, left = self._cycles.get(surface, (0, []))
         if cycle_n != n or not left:
             left = list(range(1, n + 1))
             random.Random(int(u * 2**32)).shuffle(left)
             self._cycles[surface] = (n, left)
-        return left.pop(), n
+        return left.pop(), n, False
 
-    def disarm(self) -> None:
-        """End the strike of the call that just returned (a stop not yet landed never will)."""
+    def disarm(self, witnessed: bool = False) -> None:
+        """End the strike of the call that just returned (a stop not yet landed never will). `witnessed`: the
+        nemesis held the call and a successor took its run over meanwhile; a step position is then struck again."""
         if not self.available:
             return
         if self._counting is not None:
             surface = self._counting[0]
+            if witnessed:
+                self.note_witnessed(surface)
             self.note_steps(surface, self.stop_counting())
             return
         if self._stage:  # the lead alarm has not fired yet

@@ -41,9 +41,12 @@ __all__ = [
 #: run over next: the successor a held strike waits for. `TENURE_OP` is the op index of the call
 #: that granted the published tenure (its acquire), so the nemesis can count the calls made since.
 #: `STRIKE_STEP` and `STRIKE_STEPS` are the step k and the n a step-mode strike sweeps (0 for kernel mode).
+#: `WITNESSED` is set by the nemesis when it lets a held strike go after a successor took the run over during the
+#: hold (a takeover got in mid-call); the worker reads it as the call returns and strikes that position again soon.
+#: `AGAIN` is 1 while the armed step-mode strike is such a re-strike.
 (IN_CALL, OP_INDEX, SINCE_NS, SURFACE, PHASE, STRIKE, TENURE_KEY, TENURE_EPOCH, TENURE_EXPIRES_NS, WANTED,
- TENURE_OP, STRIKE_STEP, STRIKE_STEPS) = range(13)
-SLOTS = 13
+ TENURE_OP, STRIKE_STEP, STRIKE_STEPS, WITNESSED, AGAIN) = range(15)
+SLOTS = 15
 #: Worker phases (shared `PHASE` slot).
 STARTING, RUNNING, BOOT_FAILED, DONE, CRASHED, READY, BOOTING = range(7)
 PHASES = ("starting", "running", "boot-failed", "done", "crashed", "ready", "booting")
@@ -113,7 +116,7 @@ def signal_worker(pid: int, sig: int) -> None:
 
 
 def worker_entry(process: str, history_dir: str, spec_blob: bytes, state: Any, stop: Any, go: Any,
-                 board: Any = None) -> None:
+                 board: Any = None, calls: Any = None) -> None:
     """Process entry: send this process's stderr to `history/<process>.stderr`, load the spec, run `worker_main`.
 
     The spec travels as dill bytes and is loaded here, so a store factory that cannot be loaded in a fresh process
@@ -145,16 +148,17 @@ def worker_entry(process: str, history_dir: str, spec_blob: bytes, state: Any, s
                                "traceback": traceback.format_exc()[-4000:]})
         writer.close()
         os._exit(START_FAILED_STATUS)
-    worker_main(spec, state, stop, go, board)
+    worker_main(spec, state, stop, go, board, calls)
 
 
-def worker_main(spec: WorkerSpec, state: Any, stop: Any, go: Any, board: Any = None) -> None:
+def worker_main(spec: WorkerSpec, state: Any, stop: Any, go: Any, board: Any = None, calls: Any = None) -> None:
     """Process entry: wait for `go`, boot the store, run the workload until `stop.value` is set.
 
     The first workers wait at the `go` barrier so they all call the store factory within a
     millisecond of each other: a bootstrap that races with itself shows up here. `board` is the
     storm's shared run board (one slot per workload key: the latest monotonic ns a tenure of it can
-    expire, 0 for free), so a worker without a tenure can wait at the next expiry.
+    expire, 0 for free), so a worker without a tenure can wait at the next expiry. `calls` holds, per slot, the
+    monotonic ns the store call in flight began (0: none), so a load worker can yield to a starved call.
     """
     _die_with_parent(spec.parent_pid)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the orchestrator's to handle
@@ -173,28 +177,36 @@ def worker_main(spec: WorkerSpec, state: Any, stop: Any, go: Any, board: Any = N
     codes = {s: i for i, s in enumerate(surface_codes(workload))}
     state[TENURE_KEY] = -1
 
+    mine = spec.slot if calls is not None and 0 <= spec.slot < len(calls) else None
+
     def enter(index: int, f: str, strike: Any = None, kill: bool = False) -> None:
         state[OP_INDEX] = index
         state[SURFACE] = codes.get(f, 0)
-        state[SINCE_NS] = time.monotonic_ns()
+        state[SINCE_NS] = since = time.monotonic_ns()
         state[IN_CALL] = 1
+        if mine is not None:
+            calls[mine] = since
         if strike is not None:
             # the mode, negative where the nemesis is to kill the worker at the stop instead of holding it
             state[STRIKE] = (1 + MODES.index(strike[1])) * (-1 if kill else 1)
             child = getattr(opened.get("store"), "strike_next", None) if timer.available else None
             if child is None:
                 timer.arm(strike)
-                state[STRIKE_STEP], state[STRIKE_STEPS] = timer.position
             else:  # the store's code runs in a child process (a wire store): strike it there
                 surface, mode, lead_ns, delay_ns, u = strike
-                k, n = timer.plan_step(surface, u) if mode == "step" else (0, 0)
+                k, n, again = timer.plan_step(surface, u) if mode == "step" else (0, 0, False)
+                timer.position, timer.again = (k, n), again
                 child(mode, k, lead_ns + delay_ns)
-                state[STRIKE_STEP], state[STRIKE_STEPS] = k, n
                 opened["struck"] = surface if mode == "step" else None
+            state[STRIKE_STEP], state[STRIKE_STEPS] = timer.position
+            state[AGAIN] = int(timer.again)
 
     def leave() -> None:
         state[IN_CALL] = 0
+        if mine is not None:
+            calls[mine] = 0
         if state[STRIKE]:
+            witnessed = bool(state[WITNESSED])
             if "struck" in opened:
                 surface = opened.pop("struck")
                 store = opened["store"]
@@ -202,9 +214,11 @@ def worker_main(spec: WorkerSpec, state: Any, stop: Any, go: Any, board: Any = N
                 store.strike_next(None)  # a strike the call never carried to the child ends with the call
                 if surface is not None and isinstance(seen, int) and seen > 0:
                     timer.note_steps(surface, seen)  # step mode in a wire store's child: the boundaries it counted
+                if surface is not None and witnessed:
+                    timer.note_witnessed(surface)
             else:
-                timer.disarm()
-            state[STRIKE] = 0
+                timer.disarm(witnessed=witnessed)
+            state[STRIKE] = state[WITNESSED] = state[AGAIN] = 0
 
     run_ids = list(keys)
     opened: dict[str, Any] = {}  # the store object once booted; while a wire store's child is struck, the surface
@@ -232,6 +246,13 @@ def worker_main(spec: WorkerSpec, state: Any, stop: Any, go: Any, board: Any = N
     def expiry(key: str) -> int:
         code = keys.get(key, -1)
         return int(board[code]) if board is not None and 0 <= code < len(board) else 0
+
+    def oldest_call_ns() -> int:
+        """When the oldest store call in flight of another worker began (monotonic ns; 0: none)."""
+        if calls is None:
+            return 0
+        began = [int(v) for i, v in enumerate(calls) if v and i != mine]
+        return min(began) if began else 0
 
     writer = HistoryWriter(Path(spec.history_dir) / f"{spec.process}.jsonl", spec.process)
     writer.event("start", {"pid": os.getpid(), "seed": spec.seed, "slot": spec.slot,
@@ -286,6 +307,9 @@ def worker_main(spec: WorkerSpec, state: Any, stop: Any, go: Any, board: Any = N
         note_expiry=note_expiry,
         expiry=expiry,
         can_strike=timer.available,
+        load=spec.slot >= sc.workers,
+        load_index=spec.slot - sc.workers,
+        oldest_call_ns=oldest_call_ns,
         workdir=str(Path(spec.history_dir).parent),
         **workload.context_hooks(),
     )

@@ -87,6 +87,12 @@ class WorkerContext:
     expiry: Callable[[str], int] = lambda key: 0
     #: True where the worker can stop itself inside a call (`strike_next_call`)
     can_strike: bool = False
+    #: True in a load worker (the scenario's `load_workers`): it presses the store beside the tenure workers;
+    #: `load_index` numbers the load workers from 0
+    load: bool = False
+    load_index: int = 0
+    #: when the oldest store call in flight of another worker of the storm began (monotonic ns; 0: none)
+    oldest_call_ns: Callable[[], int] = lambda: 0
     #: the workload's record codec (`Workload.context_hooks`): the list a record holds for a lease, and what the
     #: completion of a typed refusal records (e.g. the holder the store named)
     encode_lease: Callable[[Any], Any] = encode_lease

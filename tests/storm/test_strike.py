@@ -19,7 +19,7 @@ import pytest
 from soak.history import HistoryWriter, now_ns
 from soak.scenario import load_scenario
 from soak.storm.nemesis import Nemesis, WorkerHandle, _is_stopped, _wait_stopped
-from soak.storm.strike import StrikeTimer
+from soak.storm.strike import REPEATS, StrikeTimer
 from soak.storm.worker import (
     IN_CALL,
     OP_INDEX,
@@ -33,6 +33,7 @@ from soak.storm.worker import (
     TENURE_KEY,
     TENURE_OP,
     WANTED,
+    WITNESSED,
 )
 
 pytestmark = pytest.mark.skipif(not StrikeTimer().available, reason="strikes need Linux timer_create")
@@ -75,7 +76,8 @@ def test_step_strikes_sweep_every_boundary_once_per_cycle_in_a_seeded_order():
     timer = StrikeTimer()
     timer._steps["s"] = [12, 12, 12]  # recent struck calls of the surface made 12 boundaries
     cycle = [timer.plan_step("s", 0.25) for _ in range(12)]
-    assert sorted(k for k, _ in cycle) == list(range(1, 13)) and {n for _, n in cycle} == {12}
+    assert sorted(k for k, _, _ in cycle) == list(range(1, 13)) and {n for _, n, _ in cycle} == {12}
+    assert not any(again for _, _, again in cycle)
     again = StrikeTimer()
     again._steps["s"] = [12, 12, 12]
     assert [again.plan_step("s", 0.25) for _ in range(12)] == cycle  # the same seed, the same sweep
@@ -84,6 +86,36 @@ def test_step_strikes_sweep_every_boundary_once_per_cycle_in_a_seeded_order():
     assert [other.plan_step("s", 0.75) for _ in range(12)] != cycle
     timer._steps["s"] = [5, 5, 5]  # the calls changed: a new cycle over their boundaries
     assert sorted(timer.plan_step("s", 0.5)[0] for _ in range(5)) == [1, 2, 3, 4, 5]
+
+
+def _struck(timer: StrikeTimer, u: float, witnessed: bool = False) -> tuple[int, bool]:
+    """One step-mode strike of surface `s` planned and ended as `arm` and `disarm` do (no hook set: the test
+    process must not stop itself): its k and whether it repeats a position."""
+    k, n, again = timer.plan_step("s", u)
+    timer.position, timer.again, timer._counting = (k, n), again, ("s", k)
+    timer.disarm(witnessed=witnessed)
+    return k, again
+
+
+def test_a_step_position_where_a_takeover_got_in_mid_call_is_struck_again_ahead_of_the_sweep():
+    timer = StrikeTimer()
+    timer._steps["s"] = [12, 12, 12]
+    sweep = StrikeTimer()
+    sweep._steps["s"] = [12, 12, 12]
+    plan = [sweep.plan_step("s", 0.25)[0] for _ in range(12)]
+    # the first strike is held and a successor takes the run over meanwhile (the nemesis sets WITNESSED)
+    first, _ = _struck(timer, 0.25, witnessed=True)
+    timer._steps["s"] = [12, 12, 12]  # disarm counted the call's boundaries: keep n at 12
+    got = []
+    for _ in range(4):
+        # not witnessed: a repeat is never queued again, and a position that blocked the store is not either
+        got.append(_struck(timer, 0.25, witnessed=True if not got else False))
+        timer._steps["s"] = [12, 12, 12]
+    assert got[:REPEATS] == [(first, True)] * REPEATS
+    assert got[REPEATS:] == [(k, False) for k in plan[1:5 - REPEATS]]  # then the sweep goes on where it was
+    timer._repeat["s"] = [[3, 12, REPEATS]]
+    timer._steps["s"] = [5, 5, 5]  # the calls changed: a position of the old n is not repeated
+    assert timer.plan_step("s", 0.5)[2] is False
 
 
 @pytest.mark.parametrize(("mode", "u"), [("step", _u_whose_first_step(lambda k: k <= 3)),
@@ -183,6 +215,8 @@ def test_a_struck_holder_is_held_past_its_lease_until_a_successor_has_read_the_r
     assert nem._let_go(victim, workers, expires + 4) == "successor"
     nem.resume(victim, "successor")
     assert victim.hold is None and _wait_running(victim.pid)
+    # a takeover got in while the call was held: the worker is told to strike that position again
+    assert victim.state[WITNESSED] == 1 and nem.strikes["witnessed"] == 1
 
 
 def test_a_struck_holder_that_blocks_the_store_is_let_go_and_a_miss_is_continued(tmp_path, procs):
@@ -209,6 +243,7 @@ def test_a_struck_holder_that_blocks_the_store_is_let_go_and_a_miss_is_continued
     assert nem._let_go(victim, workers, victim.hold.cap_ns) == "cap"
     nem.resume_all(workers)
     assert all(_wait_running(h.pid) for h in workers)
+    assert victim.state[WITNESSED] == 0 and "witnessed" not in nem.strikes  # nobody took over: not repeated
 
 
 def test_one_strike_is_held_at_a_time_and_a_taker_is_asked_at_its_expiry(tmp_path, procs):

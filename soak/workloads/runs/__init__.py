@@ -19,6 +19,7 @@ from soak.workloads.runs.options import (
 from soak.workloads.runs.coverage import table as coverage_table
 from soak.workloads.runs.quorum import RunsCounter, exercised, takeover_rates
 from soak.workloads.runs.report import report_tenures
+from soak.workloads.runs.load import load_runs, run_load_worker
 from soak.workloads.runs.worker import CROSS_RUN, run_worker
 
 __all__ = ["CROSS_RUN", "LEASE_OPS", "MUTATIONS", "RunsCounter", "RunsOptions", "RunsWorkload", "SURFACES"]
@@ -70,8 +71,10 @@ class RunsWorkload:
 
     @staticmethod
     def keys(scenario: Any) -> list[str]:
-        """Main runs, side runs, and the run no tenure ever acquires (every write to it is a cross-run probe)."""
-        return [*scenario.options.main_runs(), *scenario.options.side_run_ids(), CROSS_RUN]
+        """Main runs, side runs, the run no tenure ever acquires (every write to it is a cross-run probe), and the
+        load workers' runs."""
+        return [*scenario.options.main_runs(), *scenario.options.side_run_ids(), CROSS_RUN,
+                *load_runs(scenario.load_workers)]
 
     @staticmethod
     def run_info(scenario: Any) -> dict[str, Any]:
@@ -89,7 +92,7 @@ class RunsWorkload:
 
     @staticmethod
     def worker_loop(ctx: Any) -> None:
-        run_worker(ctx)
+        (run_load_worker if ctx.load else run_worker)(ctx)
 
     @staticmethod
     def new_counter(scenario: Any = None) -> RunsCounter:

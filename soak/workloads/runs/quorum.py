@@ -19,6 +19,7 @@ from collections import defaultdict
 from typing import Any
 
 from soak.workloads.runs.coverage import cell_of, derived
+from soak.workloads.runs.load import is_load_run
 from soak.workloads.runs.options import ACCEPT_SURFACES, STALE_SURFACES
 
 __all__ = ["RunsCounter", "SUSPECT_INTENTS", "exercised", "takeover_rates"]
@@ -172,9 +173,10 @@ class RunsCounter:
     # -- counts -------------------------------------------------------------------------------
 
     def takeovers(self) -> int:
-        """Epochs granted while the previous epoch was granted and never released."""
+        """Epochs granted while the previous epoch was granted and never released (a load worker's regrant of its own
+        run is none: nobody took it over)."""
         return sum(
-            1 for run, eps in self.granted.items() for e in eps
+            1 for run, eps in self.granted.items() if not is_load_run(run) for e in eps
             if (e - 1) in eps and (e - 1) not in self.released[run]
         )
 

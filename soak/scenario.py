@@ -39,7 +39,7 @@ __all__ = [
 ]
 
 #: The quorum counters of the nemesis, which every workload's storm has (a workload adds its own).
-NEMESIS_QUORUM_KEYS: tuple[str, ...] = ("pauses", "pauses_in_call", "kills")
+NEMESIS_QUORUM_KEYS: tuple[str, ...] = ("pauses", "pauses_in_call", "strikes_held", "kills")
 
 
 def _workload(name: str) -> Any:

@@ -130,13 +130,16 @@ class Workload(Protocol):
 
 
 def count_event(counts: dict[str, int], process: str, kind: str, value: dict[str, Any]) -> None:
-    """Add one history event to the nemesis's quorum counters (stalls, pauses, pauses inside a call, kills): the
+    """Add one history event to the nemesis's quorum counters (stalls, pauses, pauses inside a call, strikes held,
+    kills): the
     one reading the storm's tailer and the checker's recount share."""
     if process == "nemesis":
         if kind == "pause":
             counts["pauses"] = counts.get("pauses", 0) + 1
             if value.get("in_call"):
                 counts["pauses_in_call"] = counts.get("pauses_in_call", 0) + 1
+            if value.get("strike"):  # a strike held: a worker stopped at a random point inside a store call
+                counts["strikes_held"] = counts.get("strikes_held", 0) + 1
         elif kind == "kill":
             counts["kills"] = counts.get("kills", 0) + 1
         elif kind == "timeout-kill":

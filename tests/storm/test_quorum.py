@@ -56,13 +56,15 @@ def test_released_epoch_is_not_a_takeover_and_events_count(tmp_path):
     i = w.invoke("acquire", "r0", None, "live", {"owner": "w1.1"})
     w.complete(i, "ok", {"epoch": 2})
     n.event("pause", {"target": "w1.1", "in_call": True})
+    n.event("pause", {"target": "w1.1", "in_call": True, "strike": True})
     n.event("pause", {"target": "w1.1", "in_call": False})
     n.event("kill", {"target": "w1.1", "in_call": False})
     w.event("stall", {"ms": 350})
     q.poll()
     counts = q.counts()
     assert counts["takeovers"] == 0 and counts["grants"] == 2
-    assert counts["pauses"] == 2 and counts["pauses_in_call"] == 1 and counts["kills"] == 1 and counts["stalls"] == 1
+    assert counts["pauses"] == 3 and counts["pauses_in_call"] == 2 and counts["kills"] == 1 and counts["stalls"] == 1
+    assert counts["strikes_held"] == 1
     assert not q.met()
 
 

@@ -57,7 +57,8 @@ DEFAULT_QUORUM = {
     "stale_renew": 10, "stale_release": 10, "stale_cross": 10,
     "accepted_append": 50, "accepted_put_meta": 30, "accepted_blob_put": 20, "accepted_blob_delete": 10,
     "accepted_renew": 10,
-    "deletion_cycles": 10, "cross_refusals": 10, "stalls": 10, "pauses": 5, "pauses_in_call": 1, "kills": 2,
+    "deletion_cycles": 10, "cross_refusals": 10, "stalls": 10, "pauses": 5, "pauses_in_call": 1,
+    "strikes_held": 15, "kills": 2,
     # every cell of the probe coverage table at least once (`soak.workloads.runs.coverage`)
     **dict.fromkeys(COVER_KEYS, 1),
 }

@@ -147,7 +147,20 @@ class PostgresStore:
         except _BUSY as exc:
             raise StoreBusyError(f"postgresql {type(exc).__name__}: {_one_line(exc)}") from exc
         except psycopg.OperationalError as exc:
+            self._drop()
             return self._lost(exc)
+
+    def _drop(self) -> None:
+        """Forget the connection after a driver error: the next call connects afresh. psycopg does not always mark
+        such a connection broken: after `connection socket closed` it answered every later statement `another
+        command is already in progress`, so a storm judged a superseded holder's untyped answers, long after the
+        cut, as refusals of the wrong type."""
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            try:
+                conn.close()
+            except Exception:  # noqa: BLE001 - a connection already failed; closing it is a courtesy
+                pass
 
     def _lost(self, exc: psycopg.OperationalError) -> Any:
         """A statement whose connection failed may have committed: indeterminate (reconnect on the next call)."""

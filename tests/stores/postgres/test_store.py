@@ -94,6 +94,21 @@ def test_a_lost_connection_is_indeterminate_then_the_store_reconnects():
         store.close()
 
 
+def test_a_connection_left_busy_by_a_driver_error_is_replaced_not_reused():
+    # seen in a networked storm: after `connection socket closed` psycopg did not mark the connection broken and
+    # answered every later statement `another command is already in progress`
+    target = resolve(PG)
+    with location(target) as loc:
+        store = target.open(loc, 5000)
+        lease = store.acquire("r", "a")
+        store._conn.pgconn.send_query(b"SELECT pg_sleep(0.2)")  # a command left in progress on the connection
+        with pytest.raises(psycopg.OperationalError, match="another command is already in progress"):
+            store.append("r", JournalEntry(1, b"x"), lease)
+        store.append("r", JournalEntry(1, b"x"), lease)  # a fresh connection
+        assert [e.seq for e in store.load("r")] == [1]
+        store.close()
+
+
 def test_the_lost_commit_mutant_answers_busy_where_the_reference_is_indeterminate():
     target = resolve("mutant:pg-lost-commit-busy")
     with location(target) as loc:

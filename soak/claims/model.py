@@ -690,4 +690,7 @@ def run_claims_model(spec: str | StoreTarget | Callable[..., Any], *, max_exampl
         violation = _find(exc, ContractViolation)
         return outcome("fail", program=_program_from(exc), clause=violation.clause if violation else None,
                        error=" ".join(f"{type(exc).__name__}: {exc}".split()))
+    if not machine.stats.exercised:  # programs that made no decided call exercised nothing: never a pass
+        return outcome("inconclusive", reason="the programs exercised no clause (no call of theirs was decided); "
+                                              "run more examples")
     return outcome("pass")

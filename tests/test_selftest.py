@@ -116,11 +116,14 @@ def test_first_violation_time_is_the_earliest_fully_evidenced_violation():
 def test_early_stop_on_an_unfenced_mutant_stops_well_before_the_bound_and_fails(tmp_path):
     sc = load_scenario("smoke", {"stop_on_suspect": True, "time_bound_s": 60.0})
     out = storm_once(sc, "mutant:unfenced-append", tmp_path / "run")
-    assert out.status == "suspect"
+    # stop_on_suspect implies stop_on_violation: whichever comes first ends the storm (the early judge may prove a
+    # violation before the suspect rule sees a stale write accepted)
+    assert out.status in ("suspect", "violation")
     assert out.verdict == "fail" and out.clauses
     assert out.seconds < 20.0 and out.first_violation_s is not None and out.first_violation_s <= out.seconds + 1
     extra = json.loads((tmp_path / "run" / "storm.json").read_text())
-    assert extra["stopped_early"]["reason"] and extra["suspects"] >= 1
+    assert extra["stopped_early"]["reason"]
+    assert extra["suspects"] >= 1 or out.status == "violation"
 
 
 def test_early_stop_never_passes_or_fails_a_correct_store_by_itself(tmp_path):

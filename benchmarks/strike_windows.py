@@ -35,7 +35,7 @@ def main(argv: list[str]) -> int:
         print("usage: strike_windows.py RUN_DIR|SELFTEST_OUT_DIR", file=sys.stderr)
         return 2
     print(f"| {'store':<20} | runs | strikes held | takeover mid-call | landed in window | rate | step mode: held, "
-          f"landed | repeated: held, mid-call, landed |")
+          f"landed | next to an exchange: held, landed | repeated: held, mid-call, landed |")
     for name, dirs in _runs(Path(argv[0])).items():
         tot: dict[str, int] = defaultdict(int)
         for d in dirs:
@@ -43,7 +43,7 @@ def main(argv: list[str]) -> int:
                 tot[k] += v
         rate = tot["landed"] / tot["held"] if tot["held"] else 0.0
         print(f"| {name:<20} | {len(dirs):>4} | {tot['held']:>12} | {tot['witnessed']:>17} | {tot['landed']:>16} | "
-              f"{rate:.2f} | {tot['held_step']}, {tot['landed_step']} | {tot['held_again']}, "
+              f"{rate:.2f} | {tot['held_step']}, {tot['landed_step']} | {tot['held_io']}, {tot['landed_io']} | {tot['held_again']}, "
               f"{tot['witnessed_again']}, {tot['landed_again']} |")
     return 0
 

@@ -5,7 +5,8 @@ while the call was held (its `resume` event names the successor): a takeover got
 fence check and write are not one unit lets a stale write through. It *landed* (produced evidence) when the verdict
 cites the struck call as evidence of a violation. A correct store shows witnessed strikes and never a landed one;
 against a mutant with such a window the landed share is how well the strikes aim. The same counts are kept for the
-repeated strikes (`again`: a step position where a takeover got in mid-call before, struck again).
+repeated strikes (`again`: a step position where a takeover got in mid-call before, struck again) and for the
+step strikes of the sweep over the boundaries next to the call's exchanges (`io`, `soak.storm.strike`).
 """
 
 from __future__ import annotations
@@ -20,12 +21,13 @@ from soak.rundir import HISTORY_DIR
 __all__ = ["KEYS", "strike_windows"]
 
 #: The counts `strike_windows` returns.
-KEYS = ("held", "witnessed", "landed", "held_step", "landed_step", "held_again", "witnessed_again", "landed_again")
+KEYS = ("held", "witnessed", "landed", "held_step", "landed_step", "held_io", "landed_io", "held_again",
+        "witnessed_again", "landed_again")
 
 
 def strike_windows(run_dir: str | Path) -> dict[str, int]:
     """Held strikes of one run, those witnessed (a takeover got in mid-call) and those landed (cited by the verdict),
-    for step-mode strikes and for repeated strikes."""
+    for step-mode strikes, those next to an exchange and repeated strikes."""
     hist = Path(run_dir) / HISTORY_DIR
     held: dict[tuple[str, int], dict[str, Any]] = {}  # (process, op index) -> its strike
     open_hold: dict[str, tuple[str, int]] = {}  # target -> the struck call it is held in
@@ -36,7 +38,8 @@ def strike_windows(run_dir: str | Path) -> dict[str, int]:
         v = ev.value
         if ev.kind == "pause" and v.get("strike") and v.get("op") is not None:
             key = (v.get("target"), int(v["op"]))
-            held[key] = {"mode": v.get("strike_mode"), "again": bool(v.get("again")), "witnessed": False}
+            held[key] = {"mode": v.get("strike_mode"), "again": bool(v.get("again")), "io": bool(v.get("io")),
+                         "witnessed": False}
             open_hold[v.get("target")] = key
         elif ev.kind == "resume" and v.get("target") in open_hold:
             key = open_hold.pop(v.get("target"))
@@ -60,6 +63,9 @@ def strike_windows(run_dir: str | Path) -> dict[str, int]:
         if s["mode"] == "step":
             out["held_step"] += 1
             out["landed_step"] += landed
+        if s["io"]:
+            out["held_io"] += 1
+            out["landed_io"] += landed
         if s["again"]:
             out["held_again"] += 1
             out["witnessed_again"] += s["witnessed"]

@@ -30,9 +30,12 @@ from typing import Any
 
 from soak._procstat import proc_state
 from soak.history import HistoryWriter, now_ns
+from soak.storm.strike import board_index
 from soak.workloads.context import MODES
 from soak.storm.worker import (
     AGAIN,
+    AGAIN_IO,
+    BLOCKED,
     IN_CALL,
     OP_INDEX,
     PHASE,
@@ -175,8 +178,9 @@ class Nemesis:
 
     def __init__(self, scenario: Any, rng: random.Random, writer: HistoryWriter, *, start_ns: int | None = None,
                  surfaces: tuple[str, ...] = (), mutations: frozenset[str] = frozenset(),
-                 kill_surfaces: frozenset[str] | None = None):
+                 kill_surfaces: frozenset[str] | None = None, strike_board: Any = None):
         self.sc = scenario
+        self.strike_board = strike_board  # shared with the workers' strike timers (soak.storm.strike.BOARD_SPAN)
         # where a stop between fence check and commit breaks a non-atomic fence: the workload's mutations
         self.mutation_codes = frozenset(i for i, f in enumerate(surfaces) if f in mutations)
         # where an aimed kill lands: the workload's `kill_surfaces` (where a kill between two commits leaves a split
@@ -331,7 +335,8 @@ class Nemesis:
                                **_child_syscalls(w.pid),
                                **({"step": int(st[STRIKE_STEP]), "steps": int(st[STRIKE_STEPS])}
                                   if st[STRIKE_STEPS] else {}),
-                               **({"again": True} if st[AGAIN] else {}),
+                               **({"again": True} if int(st[AGAIN]) & 1 else {}),
+                               **({"io": True} if int(st[AGAIN]) & AGAIN_IO else {}),
                                "lease_left_ms": round((expires - now) / 1e6, 3), **call_state(w)})
 
     @staticmethod
@@ -390,6 +395,13 @@ class Nemesis:
             # a takeover got in while the struck call was held: the worker strikes that position again
             w.state[WITNESSED] = 1
             self.strikes["witnessed"] = self.strikes.get("witnessed", 0) + 1
+        elif w.hold is not None and why == "blocked" and w.state[IN_CALL]:
+            # the held call blocked the store: every worker's sweep skips that position of the surface's calls
+            w.state[WITNESSED] = BLOCKED
+            k, n, code = int(w.state[STRIKE_STEP]), int(w.state[STRIKE_STEPS]), int(w.state[SURFACE])
+            i = board_index(code, bool(int(w.state[AGAIN]) & AGAIN_IO), k)
+            if self.strike_board is not None and n and i is not None and i < len(self.strike_board):
+                self.strike_board[i] = n
         try:
             signal_worker(w.pid, signal.SIGCONT)
         except ProcessLookupError:

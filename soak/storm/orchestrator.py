@@ -41,6 +41,7 @@ from soak.stores import redact
 from soak.storm.netfault import NetFaults, check_netfaults
 from soak.storm.nemesis import Nemesis, WorkerHandle, call_elapsed_ns, call_state
 from soak.storm.quorum import QuorumTracker
+from soak.storm.strike import BOARD_SPAN
 from soak.storm.skew import ClockSkew, check_skew, skewed_worker_entry, spawn_environment
 from soak.storm.worker import (
     BOOT_FAILED,
@@ -220,6 +221,8 @@ class _Storm:
         self.rng = random.Random(derive_seed(scenario.seed, -1, 0))
         self.events = HistoryWriter(run_dir / EVENTS_FILE, "nemesis")
         self.surfaces = surface_codes(self.workload)
+        # per surface and step position, the n of the calls whose held strike there blocked the store (soak.storm.strike)
+        self.strike_board = self.mp.RawArray("i", max(1, len(self.surfaces)) * 2 * BOARD_SPAN)
         self.nemesis = self._nemesis()
         self.skew = ClockSkew(scenario, random.Random(derive_seed(scenario.seed, -2, 0)), self.events)
         # the fault proxy between the workers and a networked store's server (soak.storm.netfault)
@@ -236,6 +239,7 @@ class _Storm:
 
     def _nemesis(self, start_ns: int | None = None) -> Nemesis:
         return Nemesis(self.sc, self.rng, self.events, start_ns=start_ns, surfaces=self.surfaces,
+                       strike_board=self.strike_board,
                        mutations=self.workload.mutations, kill_surfaces=getattr(self.workload, "kill_surfaces", None))
 
     # -- workers ----------------------------------------------------------------------------
@@ -252,7 +256,7 @@ class _Storm:
         skew = self.skew.draw(name)  # the environment of a worker whose wall clock is shifted (soak.storm.skew)
         proc = self.mp.Process(target=skewed_worker_entry if skew else worker_entry,
                                args=(name, str(self.history_dir), dill.dumps(spec), state, self.stop_flag,
-                                     self.go_flag, self.board, self.calls), name=name, daemon=True)
+                                     self.go_flag, self.board, self.calls, self.strike_board), name=name, daemon=True)
         with spawn_environment(skew):
             _start(proc)
         handle = WorkerHandle(name, slot, inc, seed, proc, state, self.surfaces)

@@ -42,11 +42,15 @@ __all__ = [
 #: that granted the published tenure (its acquire), so the nemesis can count the calls made since.
 #: `STRIKE_STEP` and `STRIKE_STEPS` are the step k and the n a step-mode strike sweeps (0 for kernel mode).
 #: `WITNESSED` is set by the nemesis when it lets a held strike go after a successor took the run over during the
-#: hold (a takeover got in mid-call); the worker reads it as the call returns and strikes that position again soon.
-#: `AGAIN` is 1 while the armed step-mode strike is such a re-strike.
+#: hold (a takeover got in mid-call); the worker reads it as the call returns and strikes that position again soon;
+#: `BLOCKED` there says the held call blocked the store (the worker's sweeps skip that position).
+#: `AGAIN` has bit 1 while the armed step-mode strike is such a re-strike, and `AGAIN_IO` while it is of the sweep
+#: over the boundaries next to the call's exchanges (`soak.storm.strike`).
 (IN_CALL, OP_INDEX, SINCE_NS, SURFACE, PHASE, STRIKE, TENURE_KEY, TENURE_EPOCH, TENURE_EXPIRES_NS, WANTED,
  TENURE_OP, STRIKE_STEP, STRIKE_STEPS, WITNESSED, AGAIN) = range(15)
 SLOTS = 15
+AGAIN_IO = 2
+BLOCKED = 2  # `WITNESSED` when the nemesis let the held strike go because it blocked the store
 #: Worker phases (shared `PHASE` slot).
 STARTING, RUNNING, BOOT_FAILED, DONE, CRASHED, READY, BOOTING = range(7)
 PHASES = ("starting", "running", "boot-failed", "done", "crashed", "ready", "booting")
@@ -116,7 +120,7 @@ def signal_worker(pid: int, sig: int) -> None:
 
 
 def worker_entry(process: str, history_dir: str, spec_blob: bytes, state: Any, stop: Any, go: Any,
-                 board: Any = None, calls: Any = None) -> None:
+                 board: Any = None, calls: Any = None, strike_board: Any = None) -> None:
     """Process entry: send this process's stderr to `history/<process>.stderr`, load the spec, run `worker_main`.
 
     The spec travels as dill bytes and is loaded here, so a store factory that cannot be loaded in a fresh process
@@ -148,10 +152,11 @@ def worker_entry(process: str, history_dir: str, spec_blob: bytes, state: Any, s
                                "traceback": traceback.format_exc()[-4000:]})
         writer.close()
         os._exit(START_FAILED_STATUS)
-    worker_main(spec, state, stop, go, board, calls)
+    worker_main(spec, state, stop, go, board, calls, strike_board)
 
 
-def worker_main(spec: WorkerSpec, state: Any, stop: Any, go: Any, board: Any = None, calls: Any = None) -> None:
+def worker_main(spec: WorkerSpec, state: Any, stop: Any, go: Any, board: Any = None, calls: Any = None,
+                strike_board: Any = None) -> None:
     """Process entry: wait for `go`, boot the store, run the workload until `stop.value` is set.
 
     The first workers wait at the `go` barrier so they all call the store factory within a
@@ -171,10 +176,10 @@ def worker_main(spec: WorkerSpec, state: Any, stop: Any, go: Any, board: Any = N
     from soak.storm.strike import MODES, StrikeTimer
     from soak.workloads import StoreEndedProcess, WorkerContext, get_workload
 
-    timer = StrikeTimer()
     workload = get_workload(spec.scenario.workload)
     keys = {k: i for i, k in enumerate(workload.keys(spec.scenario))}
     codes = {s: i for i, s in enumerate(surface_codes(workload))}
+    timer = StrikeTimer(strike_board, codes)
     state[TENURE_KEY] = -1
 
     mine = spec.slot if calls is not None and 0 <= spec.slot < len(calls) else None
@@ -199,26 +204,36 @@ def worker_main(spec: WorkerSpec, state: Any, stop: Any, go: Any, board: Any = N
                 child(mode, k, lead_ns + delay_ns)
                 opened["struck"] = surface if mode == "step" else None
             state[STRIKE_STEP], state[STRIKE_STEPS] = timer.position
-            state[AGAIN] = int(timer.again)
+            state[AGAIN] = int(timer.again) | (AGAIN_IO if timer.io and child is None else 0)
+        elif timer.wants_count(f) and getattr(opened.get("store"), "strike_next", None) is None:
+            timer.learn(f)  # count the surface's boundaries before its first strike (never stops)
+            opened["counting"] = f
 
-    def leave() -> None:
+    def leave(ok: bool = True) -> None:
+        """The call has ended; `ok`: it returned, so its boundaries are those of the path that writes (a refused or
+        failed call's are not counted: a window lies on the path of a call that is accepted)."""
         state[IN_CALL] = 0
         if mine is not None:
             calls[mine] = 0
         if state[STRIKE]:
-            witnessed = bool(state[WITNESSED])
+            witnessed, blocked = state[WITNESSED] == 1, state[WITNESSED] == BLOCKED
             if "struck" in opened:
                 surface = opened.pop("struck")
                 store = opened["store"]
                 seen = store.strike_seen
                 store.strike_next(None)  # a strike the call never carried to the child ends with the call
-                if surface is not None and isinstance(seen, int) and seen > 0:
-                    timer.note_steps(surface, seen)  # step mode in a wire store's child: the boundaries it counted
+                if surface is not None and ok and isinstance(seen, int) and seen > 0:
+                    # step mode in a wire store's child: the boundaries it counted (its exchanges are its own)
+                    timer.note_steps(surface, seen, exchanges=0, waits=0)
                 if surface is not None and witnessed:
                     timer.note_witnessed(surface)
+                elif surface is not None and blocked:
+                    timer.note_blocked(surface)
             else:
-                timer.disarm(witnessed=witnessed)
+                timer.disarm(witnessed=witnessed, blocked=blocked, counted=ok)
             state[STRIKE] = state[WITNESSED] = state[AGAIN] = 0
+        elif opened.pop("counting", None) is not None:
+            timer.disarm(counted=ok)
 
     run_ids = list(keys)
     opened: dict[str, Any] = {}  # the store object once booted; while a wire store's child is struck, the surface

@@ -76,7 +76,7 @@ class WorkerContext:
     process: str
     should_stop: Callable[[], bool]
     enter_call: Callable[..., None] = lambda index, f, strike=None, kill=False: None
-    leave_call: Callable[[], None] = lambda: None
+    leave_call: Callable[..., None] = lambda ok=True: None
     #: publish the tenure this worker holds: (run id or None, epoch, latest monotonic ns it can expire)
     publish_tenure: Callable[..., None] = lambda key, epoch=0, expires_ns=0: None
     #: the run the nemesis asks this worker to take over next (read once), or None
@@ -163,11 +163,11 @@ class WorkerContext:
         try:
             result = call()
         except StoreError as exc:
-            self._left(f, started, strike)
+            self._left(f, started, strike, ok=False)
             self.writer.complete(index, "fail", self.refusal_value(exc), error=type(exc).__name__, message=str(exc))
             return Outcome("fail", None, exc)
         except Exception as exc:  # indeterminate: never guessed into ok or fail
-            self._left(f, started, strike)
+            self._left(f, started, strike, ok=False)
             self.writer.complete(index, "info", error=type(exc).__name__, message=str(exc) or repr(exc))
             return Outcome("info", None, exc)
         except BaseException as exc:  # the store tried to end the process: no completion, the call never returned
@@ -185,8 +185,8 @@ class WorkerContext:
         self.writer.complete(index, "ok", value)
         return Outcome("ok", result)
 
-    def _left(self, f: str, started: int, struck: Any) -> None:
-        self.leave_call()
+    def _left(self, f: str, started: int, struck: Any, ok: bool = True) -> None:
+        self.leave_call(ok)  # `ok`: the call returned (its path is the one a strike is aimed at)
         # kernel-mode strikes time themselves by these (a struck call's duration includes the hold)
         if self.can_strike and not struck:
             recent = self._durations.get(f)

@@ -113,7 +113,7 @@ def test_a_step_position_where_a_takeover_got_in_mid_call_is_struck_again_ahead_
         timer._steps["s"] = [12, 12, 12]
     assert got[:REPEATS] == [(first, True)] * REPEATS
     assert got[REPEATS:] == [(k, False) for k in plan[1:5 - REPEATS]]  # then the sweep goes on where it was
-    timer._repeat["s"] = [[3, 12, REPEATS]]
+    timer._repeat["s"] = [[3, 12, REPEATS, 0]]
     timer._steps["s"] = [5, 5, 5]  # the calls changed: a position of the old n is not repeated
     assert timer.plan_step("s", 0.5)[2] is False
 
@@ -265,3 +265,133 @@ def test_one_strike_is_held_at_a_time_and_a_taker_is_asked_at_its_expiry(tmp_pat
     assert nem._let_go(first, workers, now + 1) is None and free.state[WANTED] == 0  # the lease may still be live
     assert nem._let_go(first, workers, expires + 1) is None and free.state[WANTED] == 1  # asked to take run 0
     nem.resume_all(workers)
+
+
+# -- strikes aimed at a call's exchanges ------------------------------------------------------------------------------
+
+_AIMED_CHILD = textwrap.dedent("""
+    import os, sqlite3, sys
+    from soak.storm.strike import StrikeTimer, io_position
+    timer = StrikeTimer()
+    conn = sqlite3.connect(":memory:")
+    kind, j, fd = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
+
+    def call():  # three steps, each an exchange on a pipe (os.write) and a statement (execute): 6 exchanges
+        for step in range(3):
+            os.write(fd, b"%d" % step)
+            conn.execute("SELECT 1")
+            sum(range(200))  # steps of the store's own code between exchanges
+
+    timer.count_to("s", 0)
+    call()
+    timer.note_steps("s", timer.stop_counting())
+    print("exchanges", timer._io["s"][0], flush=True)
+    timer.count_to("s", 0)
+    timer._aim = (kind, j)
+    call()
+    timer.stop_counting()
+    print("returned", flush=True)
+""")
+
+
+@pytest.mark.parametrize(("kind", "j", "written"), [(0, 3, b"0"), (1, 3, b"01"), (0, 6, b"012"), (1, 1, b"0")])
+def test_an_aimed_strike_stops_just_before_the_jth_exchange_or_as_it_returns(kind, j, written):
+    r, w = os.pipe()
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    proc = subprocess.Popen([sys.executable, "-c", _AIMED_CHILD, str(kind), str(j), str(w)], stdout=subprocess.PIPE,
+                            text=True, env=env, pass_fds=(w,))
+    os.close(w)
+    try:
+        first = b""
+        while len(first) < 3:  # the counted call writes 0, 1, 2
+            first += os.read(r, 3 - len(first))
+        assert proc.stdout.readline().split() == ["exchanges", "6"]
+        assert _wait_stopped(proc.pid, 10.0), "the aimed strike never stopped its process"
+        os.set_blocking(r, False)
+        got = b""
+        try:
+            got = os.read(r, 16)
+        except BlockingIOError:
+            pass
+        assert got == written  # exchange 3 is the second write: stopped before it, or as it returned
+        os.kill(proc.pid, signal.SIGCONT)
+        out, _ = proc.communicate(timeout=10)
+    finally:
+        proc.kill()
+        os.close(r)
+    assert out.strip() == "returned"
+
+
+def _aimed_plans(timer: StrikeTimer, count: int) -> list[tuple[int, int]]:
+    """The aimed positions of `count` plans of surface `s` (plans of the other sweep left out)."""
+    got = []
+    u = 0.0
+    while len(got) < count:
+        u += 0.0007
+        k, n, _ = timer.plan_step("s", u % 1, io=True)
+        if timer.io:
+            got.append((k, n))
+    return got
+
+
+def test_the_aimed_sweep_strikes_every_exchange_once_per_cycle_but_the_last_return():
+    from soak.storm.strike import AFTER, BEFORE, io_position
+
+    timer = StrikeTimer()
+    timer._steps["s"] = [80, 80, 80]
+    timer._io["s"] = (3, 0)  # three exchanges
+    every = {io_position(BEFORE, 1), io_position(AFTER, 1), io_position(BEFORE, 2), io_position(AFTER, 2),
+             io_position(BEFORE, 3)}  # as the last returns, the call has nothing left to change
+    plans = _aimed_plans(timer, 10)
+    assert {n for _, n in plans} == {3}
+    assert set(k for k, _ in plans[:5]) == every and set(k for k, _ in plans[5:]) == every
+    # without a counted exchange, the aimed sweep is over the waits
+    waits = StrikeTimer()
+    waits._steps["s"] = [80, 80, 80]
+    waits._io["s"] = (0, 2)
+    from soak.storm.strike import WAIT
+    assert {k for k, _ in _aimed_plans(waits, 4)} == {io_position(WAIT, 1), io_position(WAIT, 2)}
+    # a wire store's child counts its own steps: its plans are never aimed
+    assert not any(timer.plan_step("s", i / 97)[2] or timer.io for i in range(40))
+
+
+def test_a_position_that_blocked_the_store_is_skipped_by_every_worker_of_the_storm(tmp_path, procs):
+    import multiprocessing
+
+    from soak.storm.strike import BEFORE, board_index, io_position
+    from soak.storm.worker import AGAIN, AGAIN_IO, BLOCKED, STRIKE_STEP, STRIKE_STEPS, SURFACE
+
+    board = multiprocessing.RawArray("i", 4 * 2 * 4096)
+    nem = Nemesis(load_scenario("smoke"), random.Random(1), HistoryWriter(tmp_path / "nemesis.jsonl", "nemesis"),
+                  strike_board=board)
+    blocking = io_position(BEFORE, 2)
+    now = now_ns()
+    victim = _handle(procs, 0, {IN_CALL: 1, STRIKE: 2, TENURE_KEY: 0, TENURE_EPOCH: 3, TENURE_EXPIRES_NS: now,
+                                OP_INDEX: 7, SURFACE: 1, STRIKE_STEP: blocking, STRIKE_STEPS: 3, AGAIN: AGAIN_IO})
+    os.kill(victim.pid, signal.SIGSTOP)
+    assert _wait_stopped(victim.pid)
+    nem.find_strikes([victim], now)
+    assert victim.hold is not None
+    nem.resume(victim, "blocked")
+    assert victim.state[WITNESSED] == BLOCKED and board[board_index(1, True, blocking)] == 3
+    # another worker's timer (surface "s" is row 1) never strikes there while the calls keep three exchanges
+    other = StrikeTimer(board, {"s": 1})
+    other._steps["s"] = [80, 80, 80]
+    other._io["s"] = (3, 0)
+    plans = _aimed_plans(other, 12)
+    assert blocking not in {k for k, _ in plans} and len({k for k, _ in plans}) == 4
+    other._io["s"] = (4, 0)  # the calls changed: the mark no longer applies
+    assert blocking in {k for k, _ in _aimed_plans(other, 14)}
+
+
+def test_a_surface_is_counted_before_its_first_strike():
+    timer = StrikeTimer()
+    assert timer.wants_count("s")
+    timer.learn("s")  # never stops
+    sum(range(10))
+    timer.disarm()
+    assert not timer.wants_count("s")
+    n = timer._provisional["s"][0]
+    assert n > 0 and timer.plan_step("s", 0.5)[1] == n  # the first sweep is over the counted boundaries
+    timer.note_steps("s", 40)  # a struck call's count replaces the provisional one (the path strikes take)
+    assert timer.plan_step("s", 0.5)[1] == 40

@@ -110,6 +110,23 @@ def _die_with_parent(parent_pid: int) -> None:
         os._exit(0)
 
 
+def _untie_from_fork_server() -> None:
+    """A worker forked by the storm's fork server holds the write end of the server's liveness pipe (multiprocess
+    hands it to every child, for a fork server of the child's own): close it, so the server ends as soon as the
+    orchestrator does, and with the server this worker (its parent-death signal). A spawned worker holds none."""
+    try:
+        from multiprocess import forkserver
+    except ImportError:
+        return
+    server = forkserver._forkserver
+    fd, server._forkserver_alive_fd = server._forkserver_alive_fd, None
+    if fd is not None:
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+
+
 def signal_worker(pid: int, sig: int) -> None:
     """Send `sig` to a worker's process group (itself and what it started for its store), or to the worker alone
     while it does not lead one yet (it is still starting); a process already gone raises `ProcessLookupError`."""
@@ -131,6 +148,7 @@ def worker_entry(process: str, history_dir: str, spec_blob: bytes, state: Any, s
     # workers through the stop flag), never a worker's death inside a store call, which the checker would judge.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    _untie_from_fork_server()
     # The worker leads a process group of its own: what the nemesis sends it (pause, resume, kill) reaches every
     # process it starts for its store too, such as a wire store's child (`signal_worker`).
     try:

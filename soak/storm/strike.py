@@ -19,9 +19,10 @@ struck arms a stop of its own, in one of two modes:
   armed strike is such a repeat. Positions where the held call blocked the store are not repeated.
   Half the step strikes (`IO_SHARE`) are aimed at the call's *exchanges* with what lies outside the process
   instead: a C call that sends, receives, reads, writes or runs a statement (a socket, an `sqlite3` connection
-  or cursor, a file, `os`, `select` and `fcntl` I/O). The stop lands just before the j-th exchange of the call
-  or just as it returns; a call with no visible exchange (a driver whose round trips run in compiled code) is
-  stopped just after its j-th wait of `SLOW_NS` or more instead. A fence check and a write that are not one
+  or cursor, a file, `os`, `select` and `fcntl` I/O), or a driver's Python-level statement call (PEP 249's
+  `execute`, `fetchall`, `commit`, ...: psycopg's round trips run in libpq, out of the hook's sight), counted
+  once however deep it goes. The stop lands just before the j-th exchange of the call or just as it returns; a
+  call with no visible exchange is stopped just after its j-th wait of `SLOW_NS` or more instead. A fence check and a write that are not one
   unit are two exchanges, so the window between them opens at one of these few positions (a Redis call makes
   about 600 boundaries and 6 exchanges), and a position counted by exchange stays the same position however
   the driver's own steps around it vary from call to call. `io` is True while the armed strike is aimed so;
@@ -88,6 +89,10 @@ _IO_NAMES = frozenset({
     "read", "readinto", "readline", "write", "pread", "pwrite", "readv", "writev", "fsync", "fdatasync",
     "execute", "executemany", "executescript", "commit", "rollback", "fetchone", "fetchmany", "fetchall",
     "select", "poll", "epoll", "flock", "lockf", "open", "replace", "rename", "unlink", "remove", "link"})
+#: Python-level calls of a database driver that each run one statement or end a transaction (PEP 249's names): a
+#: driver whose round trips run in compiled code (psycopg's libpq) shows no C-level exchange, but these.
+_STATEMENT_CALLS = frozenset({"execute", "executemany", "executescript", "commit", "rollback", "fetchone",
+                              "fetchmany", "fetchall", "callproc"})
 _MEMORY_IO = (io.BytesIO, io.StringIO)
 _IO_MODULES = frozenset({"posix", "select", "fcntl", "_socket", "socket", "io", "_io", "builtins"})
 
@@ -164,6 +169,7 @@ class StrikeTimer:
         self._seen = 0
         self._last_ns = 0
         self._exchanges = self._waits = 0  # in the call being counted
+        self._open: list[tuple[Any, int]] = []  # the driver's statement calls in progress (frame, exchange j)
         self._after_exchange = False  # the last boundary was the start of an exchange
         self._aim: tuple[int, int] | None = None  # an aimed strike: (kind, j)
         self._stop_next = False  # an AFTER aim: stop at the next boundary (the exchange's return)
@@ -221,15 +227,28 @@ class StrikeTimer:
             if aim is not None and aim[0] == WAIT and self._waits == aim[1]:
                 self._stop()
                 return
-        if event == "c_call" and _exchange(arg, self._io_types):
+        x = self._open
+        if event == "return" and x and x[-1][0] is frame:  # a driver's statement call returns
+            j = x.pop()[1]
+            if not x and aim is not None and aim == (AFTER, j):
+                self._stop()
+                return
+        elif not x and (event == "c_call" and _exchange(arg, self._io_types)
+                        or event == "call" and frame.f_code.co_name in _STATEMENT_CALLS):
             self._exchanges += 1
-            self._after_exchange = True
-            if aim is not None and aim[0] != WAIT and self._exchanges == aim[1]:
+            j = self._exchanges
+            if event == "call":  # counted once, however deep the driver's own calls go, until it returns
+                x.append((frame, j))
+            else:
+                self._after_exchange = True
+            if aim is not None and aim[0] != WAIT and j == aim[1]:
                 if aim[0] == BEFORE:
                     self._stop()
-                    self._after_exchange = True
+                    self._after_exchange = event == "c_call"
                     return
-                self._stop_next = True
+                self._stop_next = event == "c_call"
+        elif x and event == "call" and frame.f_code.co_name in _STATEMENT_CALLS:
+            x.append((frame, 0))  # a statement call inside another: part of the same exchange
         if self._counting is not None and self._seen == self._counting[1]:
             self._stop()
 
@@ -261,6 +280,7 @@ class StrikeTimer:
         """Step mode: stop this process at the `k`-th boundary of the code that runs from now on (`stop_counting`
         ends it). A wire server counts its own handling of a request with it (`soak.stores.wire_server`)."""
         self._seen = self._exchanges = self._waits = 0
+        self._open = []
         self._after_exchange = self._stop_next = False
         self._aim = None
         self._learning = False

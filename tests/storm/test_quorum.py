@@ -110,6 +110,11 @@ def test_a_renewed_released_or_renewing_holder_is_no_ttl_suspect(tmp_path):
     assert _held_refusal_suspects(tmp_path / "renewed", renew, renewed) == []  # live until 1.75 s + margin
     assert _held_refusal_suspects(tmp_path / "renewing", renew) == []  # a renew in flight may have landed
     assert _held_refusal_suspects(tmp_path / "released", released, renewed) == []
+    # a renew that ended unknown long before (a cut; the network may deliver its request after the caller gave up)
+    early = {**renew, "ts": 1100 * ms}
+    cut = {"t": "info", "p": "w0.1", "i": 1, "ts": 1101 * ms, "err": "OperationalError", "msg": "connection lost"}
+    assert _held_refusal_suspects(tmp_path / "unknown", early, cut) == []
+    assert len(_held_refusal_suspects(tmp_path / "refused", early, {**cut, "t": "fail", "err": "LeaseHeldError"})) == 1
 
 
 def test_takeover_rate_is_measured_against_runs_over_ttl():

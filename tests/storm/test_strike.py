@@ -395,3 +395,59 @@ def test_a_surface_is_counted_before_its_first_strike():
     assert n > 0 and timer.plan_step("s", 0.5)[1] == n  # the first sweep is over the counted boundaries
     timer.note_steps("s", 40)  # a struck call's count replaces the provisional one (the path strikes take)
     assert timer.plan_step("s", 0.5)[1] == 40
+
+
+_DRIVER_CHILD = textwrap.dedent("""
+    import os, sys
+    from soak.storm.strike import StrikeTimer
+    timer = StrikeTimer()
+    kind, j, fd = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
+
+    class Cursor:  # a driver whose statement call is Python, its round trip inside it (two writes here)
+        def execute(self, sql):
+            os.write(fd, b"<")
+            os.write(fd, b">")
+
+    def call():
+        cur = Cursor()
+        for _ in range(3):
+            cur.execute("UPDATE t SET x = 1")
+
+    timer.count_to("s", 0)
+    call()
+    timer.note_steps("s", timer.stop_counting())
+    print("exchanges", timer._io["s"][0], flush=True)
+    timer.count_to("s", 0)
+    timer._aim = (kind, j)
+    call()
+    timer.stop_counting()
+    print("returned", flush=True)
+""")
+
+
+@pytest.mark.parametrize(("kind", "j", "written"), [(0, 2, b"<>"), (1, 2, b"<><>"), (1, 1, b"<>")])
+def test_a_drivers_statement_call_is_one_exchange_however_deep_its_own_io_goes(kind, j, written):
+    r, w = os.pipe()
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    proc = subprocess.Popen([sys.executable, "-c", _DRIVER_CHILD, str(kind), str(j), str(w)], stdout=subprocess.PIPE,
+                            text=True, env=env, pass_fds=(w,))
+    os.close(w)
+    try:
+        first = b""
+        while len(first) < 6:
+            first += os.read(r, 6 - len(first))
+        assert proc.stdout.readline().split() == ["exchanges", "3"]  # three statements, not six writes
+        assert _wait_stopped(proc.pid, 10.0), "the aimed strike never stopped its process"
+        os.set_blocking(r, False)
+        got = b""
+        try:
+            got = os.read(r, 16)
+        except BlockingIOError:
+            pass
+        assert got == written
+        os.kill(proc.pid, signal.SIGCONT)
+        out, _ = proc.communicate(timeout=10)
+    finally:
+        proc.kill()
+        os.close(r)
+    assert out.strip() == "returned"

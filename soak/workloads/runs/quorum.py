@@ -9,7 +9,9 @@ once the tailer has seen a later epoch of that run granted (completed) before th
 checker's own test of staleness: a merely expired, unsuperseded lease may be accepted or refused either way. An
 acquire refused (`LeaseHeldError`) naming as holder a tenure whose grant and every renew of it had completed more
 than twice the ttl before the acquire was invoked, with no renew of it in flight and no release, is a suspect too
-(`ttl-honoured`: an expired tenure still blocks). With the scenario's `stop_on_suspect` the storm ends at the
+(`ttl-honoured`: an expired tenure still blocks), unless a renew of that tenure ended unknown (`info`): a request
+the network held may reach the store after its caller gave up (a cut, a stalled direction), so its effect has no
+upper bound in time. With the scenario's `stop_on_suspect` the storm ends at the
 first one and the checker judges.
 """
 
@@ -53,6 +55,7 @@ class RunsCounter:
         self._ttl_ns = None if lease_ttl_ms is None else lease_ttl_ms * 1_000_000
         self._touched: dict[tuple[str, int], int] = {}
         self._released: set[tuple[str, int]] = set()
+        self._unbounded: set[tuple[str, int]] = set()  # tenures a renew of unknown outcome may have extended any time
         self._held_refusals: list[tuple[dict[str, Any], tuple[str, int]]] = []
 
     def feed(self, inv: dict[str, Any], done: dict[str, Any] | None) -> None:
@@ -106,8 +109,10 @@ class RunsCounter:
                 self._touch((inv.get("run", ""), epoch), int(done.get("ts", 0)))
             return
         if done is not None and self._ttl_ns is not None:
-            if f == "renew" and lease:  # whatever its outcome: its completion bounds when it took effect
+            if f == "renew" and lease:  # its completion bounds when it took effect, unless it ended unknown
                 self._touch((lease[0], int(lease[2])), int(done.get("ts", 0)))
+                if t == "info":
+                    self._unbounded.add((lease[0], int(lease[2])))
             elif f == "release" and lease and t == "ok":
                 self._released.add((lease[0], int(lease[2])))
             elif f == "acquire" and t == "fail" and done.get("err") == "LeaseHeldError":
@@ -155,7 +160,7 @@ class RunsCounter:
                 keep.append((inv, tenure))
                 continue
             last = self._touched.get(tenure)
-            if last is None or tenure in self._released or ts - last <= 2 * self._ttl_ns:
+            if last is None or tenure in self._released or tenure in self._unbounded or ts - last <= 2 * self._ttl_ns:
                 continue
             if any(p.get("f") == "renew" and p.get("lease") and (p["lease"][0], p["lease"][2]) == tenure
                    for p in self._pending):

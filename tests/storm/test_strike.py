@@ -294,18 +294,21 @@ _AIMED_CHILD = textwrap.dedent("""
 """)
 
 
-@pytest.mark.parametrize(("kind", "j", "written"), [(0, 3, b"0"), (1, 3, b"01"), (0, 6, b"012"), (1, 1, b"0")])
-def test_an_aimed_strike_stops_just_before_the_jth_exchange_or_as_it_returns(kind, j, written):
+
+
+def _aimed_stop(script: str, kind: int, j: int, counted: int) -> tuple[list[str], bytes]:
+    """Run `script` (a counted call writing `counted` bytes to a pipe, then the same call with an aimed strike at
+    (kind, j)): what it printed of the counted call, and what the struck call had written when it stopped."""
     r, w = os.pipe()
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
-    proc = subprocess.Popen([sys.executable, "-c", _AIMED_CHILD, str(kind), str(j), str(w)], stdout=subprocess.PIPE,
+    proc = subprocess.Popen([sys.executable, "-c", script, str(kind), str(j), str(w)], stdout=subprocess.PIPE,
                             text=True, env=env, pass_fds=(w,))
     os.close(w)
     try:
         first = b""
-        while len(first) < 3:  # the counted call writes 0, 1, 2
-            first += os.read(r, 3 - len(first))
-        assert proc.stdout.readline().split() == ["exchanges", "6"]
+        while len(first) < counted:  # the counted call's bytes, and not one more
+            first += os.read(r, counted - len(first))
+        printed = proc.stdout.readline().split()
         assert _wait_stopped(proc.pid, 10.0), "the aimed strike never stopped its process"
         os.set_blocking(r, False)
         got = b""
@@ -313,13 +316,19 @@ def test_an_aimed_strike_stops_just_before_the_jth_exchange_or_as_it_returns(kin
             got = os.read(r, 16)
         except BlockingIOError:
             pass
-        assert got == written  # exchange 3 is the second write: stopped before it, or as it returned
         os.kill(proc.pid, signal.SIGCONT)
         out, _ = proc.communicate(timeout=10)
     finally:
         proc.kill()
         os.close(r)
     assert out.strip() == "returned"
+    return printed, got
+
+@pytest.mark.parametrize(("kind", "j", "written"), [(0, 3, b"0"), (1, 3, b"01"), (0, 6, b"012"), (1, 1, b"0")])
+def test_an_aimed_strike_stops_just_before_the_jth_exchange_or_as_it_returns(kind, j, written):
+    printed, got = _aimed_stop(_AIMED_CHILD, kind, j, 3)
+    assert printed == ["exchanges", "6"]
+    assert got == written  # exchange 3 is the second write: stopped before it, or as it returned
 
 
 def _aimed_plans(timer: StrikeTimer, count: int) -> list[tuple[int, int]]:
@@ -427,27 +436,6 @@ _DRIVER_CHILD = textwrap.dedent("""
 
 @pytest.mark.parametrize(("kind", "j", "written"), [(0, 2, b"<>"), (1, 2, b"<><>"), (1, 1, b"<>")])
 def test_a_drivers_statement_call_is_one_exchange_however_deep_its_own_io_goes(kind, j, written):
-    r, w = os.pipe()
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
-    proc = subprocess.Popen([sys.executable, "-c", _DRIVER_CHILD, str(kind), str(j), str(w)], stdout=subprocess.PIPE,
-                            text=True, env=env, pass_fds=(w,))
-    os.close(w)
-    try:
-        first = b""
-        while len(first) < 6:
-            first += os.read(r, 6 - len(first))
-        assert proc.stdout.readline().split() == ["exchanges", "3"]  # three statements, not six writes
-        assert _wait_stopped(proc.pid, 10.0), "the aimed strike never stopped its process"
-        os.set_blocking(r, False)
-        got = b""
-        try:
-            got = os.read(r, 16)
-        except BlockingIOError:
-            pass
-        assert got == written
-        os.kill(proc.pid, signal.SIGCONT)
-        out, _ = proc.communicate(timeout=10)
-    finally:
-        proc.kill()
-        os.close(r)
-    assert out.strip() == "returned"
+    printed, got = _aimed_stop(_DRIVER_CHILD, kind, j, 6)
+    assert printed == ["exchanges", "3"]  # three statements, not six writes
+    assert got == written

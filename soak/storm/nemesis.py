@@ -13,7 +13,8 @@ continued at once: `overlapped`). Once the lease has expired a worker without a 
 (shared `WANTED` slot) to take the run over, and the holder is let go when the first of these
 holds:
 - a successor holds the run and has started its third call since the grant (its reads of the
-  journal and meta are done): `successor`;
+  journal and meta are done; a workload may ask for more, `successor_calls`: the runs workload waits for
+  its taker's whole first read, the journal, the meta and every blob): `successor`;
 - the held call visibly blocks the store: since the stop the others have started at most one
   call each, none for a quarter of the ttl, and one is stuck inside a call (with several
   workers held, the earliest such stop goes first): `blocked`;
@@ -178,8 +179,10 @@ class Nemesis:
 
     def __init__(self, scenario: Any, rng: random.Random, writer: HistoryWriter, *, start_ns: int | None = None,
                  surfaces: tuple[str, ...] = (), mutations: frozenset[str] = frozenset(),
-                 kill_surfaces: frozenset[str] | None = None, strike_board: Any = None):
+                 kill_surfaces: frozenset[str] | None = None, strike_board: Any = None,
+                 successor_calls: int | None = None):
         self.sc = scenario
+        self.successor_calls = successor_calls or _SUCCESSOR_CALLS  # the workload's (`successor_calls`), if any
         self.strike_board = strike_board  # shared with the workers' strike timers (soak.storm.strike.BOARD_SPAN)
         # where a stop between fence check and commit breaks a non-atomic fence: the workload's mutations
         self.mutation_codes = frozenset(i for i, f in enumerate(surfaces) if f in mutations)
@@ -339,8 +342,7 @@ class Nemesis:
                                **({"io": True} if int(st[AGAIN]) & AGAIN_IO else {}),
                                "lease_left_ms": round((expires - now) / 1e6, 3), **call_state(w)})
 
-    @staticmethod
-    def _let_go(w: WorkerHandle, workers: list[WorkerHandle], now: int) -> str | None:
+    def _let_go(self, w: WorkerHandle, workers: list[WorkerHandle], now: int) -> str | None:
         """Why a struck worker may go now: a successor works its run, nobody moves, or the cap."""
         h = w.hold
         if now >= h.cap_ns:
@@ -356,7 +358,7 @@ class Nemesis:
         for o in others:
             if int(o.state[TENURE_KEY]) == h.key and int(o.state[TENURE_EPOCH]) > h.epoch:
                 h.successor = o
-                if int(o.state[OP_INDEX]) >= int(o.state[TENURE_OP]) + _SUCCESSOR_CALLS:
+                if int(o.state[OP_INDEX]) >= int(o.state[TENURE_OP]) + self.successor_calls:
                     return "successor"
                 break
         else:

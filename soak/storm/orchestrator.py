@@ -262,9 +262,14 @@ class _Storm:
         self.go_ns: int | None = None  # when the workers were let boot (the running window starts)
         self.stopped_ns = 0  # when the stop flag was set (it ends)
 
+    def _successor_calls(self) -> int | None:
+        calls = getattr(self.workload, "successor_calls", None)
+        return calls(self.sc) if calls is not None else None
+
     def _nemesis(self, start_ns: int | None = None) -> Nemesis:
         return Nemesis(self.sc, self.rng, self.events, start_ns=start_ns, surfaces=self.surfaces,
                        strike_board=self.strike_board,
+                       successor_calls=self._successor_calls(),
                        mutations=self.workload.mutations, kill_surfaces=getattr(self.workload, "kill_surfaces", None))
 
     # -- workers ----------------------------------------------------------------------------

@@ -360,30 +360,35 @@ class StrikeTimer:
                 self._board[i] = 0
 
     def _aimed(self, surface: str, seed: int, n: int) -> int | None:
-        """An aimed position of the surface's calls not struck in this sweep and not known to block, or None."""
+        """An aimed position of the surface's calls not struck in this sweep and not known to block, or None.
+
+        The sweep goes gap by gap: before the first exchange, then between the j-th and the next (just as the j-th
+        returns, or just before the next: one point of the store's state either way), never after the last (the
+        call has nothing left to change there). A gap is skipped once either of its positions blocked the store,
+        so a transaction's gaps are learnt in half the strikes."""
         exchanges, waits = self._io.get(surface, self._provisional.get(surface, (0, 0, 0))[1:])
         count = exchanges or waits
         if not count:
             return None
+        last = min(count, _KIND_SPAN - 1)
         if exchanges:
-            # not as the last exchange returns: the call has nothing left to change then (a stop there is a stall
-            # after the call)
-            every = [io_position(kind, j) for j in range(1, min(exchanges, _KIND_SPAN - 1) + 1) for kind in (BEFORE, AFTER)
-                     if (kind, j) != (AFTER, exchanges)]
+            gaps = [(io_position(BEFORE, 1),)] + [(io_position(AFTER, j), io_position(BEFORE, j + 1))
+                                                   for j in range(1, last)]
         else:
-            every = [io_position(WAIT, j) for j in range(1, min(waits, _KIND_SPAN - 1) + 1)]
-        open_ = [k for k in every if not self._skip(surface, True, k, count)]
+            gaps = [(io_position(WAIT, j),) for j in range(1, last + 1)]
+        open_ = [g for g in gaps if not any(self._skip(surface, True, k, count) for k in g)]
         if not open_:
             self._forget_blocked(surface, True)
-            open_ = every
+            open_ = gaps
         done = self._io_done.setdefault(surface, {})
-        left = [k for k in open_ if done.get(k) != count]
+        left = [g for g in open_ if done.get(g[0]) != count]
         if not left:
             done.clear()
             left = open_
-        k = random.Random(seed).choice(left)
-        done[k] = count
-        return k
+        rnd = random.Random(seed)
+        gap = rnd.choice(left)
+        done[gap[0]] = count
+        return rnd.choice(gap)
 
     def plan_step(self, surface: str, u: float, io: bool = False) -> tuple[int, int, bool]:
         """The next boundary of the surface's sweep, the n it sweeps (`u`, from the seeded plan, shuffles a new

@@ -234,7 +234,9 @@ def worker_main(spec: WorkerSpec, state: Any, stop: Any, go: Any, board: Any = N
         if mine is not None:
             calls[mine] = 0
         if state[STRIKE]:
-            witnessed, blocked = state[WITNESSED] == 1, state[WITNESSED] == BLOCKED
+            # a position is struck again where a takeover got in mid-call and the call was still accepted (a refusal
+            # there is the fence working: nothing to find by striking it again)
+            witnessed, blocked = state[WITNESSED] == 1 and ok, state[WITNESSED] == BLOCKED
             if "struck" in opened:
                 surface = opened.pop("struck")
                 store = opened["store"]

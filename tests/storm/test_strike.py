@@ -349,11 +349,16 @@ def test_the_aimed_sweep_strikes_every_exchange_once_per_cycle_but_the_last_retu
     timer = StrikeTimer()
     timer._steps["s"] = [80, 80, 80]
     timer._io["s"] = (3, 0)  # three exchanges
-    every = {io_position(BEFORE, 1), io_position(AFTER, 1), io_position(BEFORE, 2), io_position(AFTER, 2),
-             io_position(BEFORE, 3)}  # as the last returns, the call has nothing left to change
-    plans = _aimed_plans(timer, 10)
+    # the gaps: before the first exchange, between the first and the second, between the second and the third (as
+    # the last returns, the call has nothing left to change)
+    gaps = [{io_position(BEFORE, 1)}, {io_position(AFTER, 1), io_position(BEFORE, 2)},
+            {io_position(AFTER, 2), io_position(BEFORE, 3)}]
+    plans = _aimed_plans(timer, 30)
     assert {n for _, n in plans} == {3}
-    assert set(k for k, _ in plans[:5]) == every and set(k for k, _ in plans[5:]) == every
+    for cycle in range(10):  # every gap once per cycle
+        struck = [k for k, _ in plans[3 * cycle:3 * cycle + 3]]
+        assert sorted(next(i for i, g in enumerate(gaps) if k in g) for k in struck) == [0, 1, 2]
+    assert {k for k, _ in plans} == set().union(*gaps)  # both points of a gap are struck, in turn
     # without a counted exchange, the aimed sweep is over the waits
     waits = StrikeTimer()
     waits._steps["s"] = [80, 80, 80]
@@ -367,7 +372,7 @@ def test_the_aimed_sweep_strikes_every_exchange_once_per_cycle_but_the_last_retu
 def test_a_position_that_blocked_the_store_is_skipped_by_every_worker_of_the_storm(tmp_path, procs):
     import multiprocessing
 
-    from soak.storm.strike import BEFORE, board_index, io_position
+    from soak.storm.strike import AFTER, BEFORE, board_index, io_position
     from soak.storm.worker import AGAIN, AGAIN_IO, BLOCKED, STRIKE_STEP, STRIKE_STEPS, SURFACE
 
     board = multiprocessing.RawArray("i", 4 * 2 * 4096)
@@ -388,7 +393,8 @@ def test_a_position_that_blocked_the_store_is_skipped_by_every_worker_of_the_sto
     other._steps["s"] = [80, 80, 80]
     other._io["s"] = (3, 0)
     plans = _aimed_plans(other, 12)
-    assert blocking not in {k for k, _ in plans} and len({k for k, _ in plans}) == 4
+    # the blocking position's gap (between exchange 1 and 2) is skipped: both its points are one state of the store
+    assert {k for k, _ in plans} == {io_position(BEFORE, 1), io_position(AFTER, 2), io_position(BEFORE, 3)}
     other._io["s"] = (4, 0)  # the calls changed: the mark no longer applies
     assert blocking in {k for k, _ in _aimed_plans(other, 14)}
 

@@ -77,6 +77,13 @@ class RunsWorkload:
                 *load_runs(scenario.load_workers)]
 
     @staticmethod
+    def successor_calls(scenario: Any) -> int:
+        """Calls a successor starts after its grant before the nemesis lets a struck holder go: the taker's first
+        whole-run read (the journal, the meta, every blob) and one more, so a write the holder lands late lands
+        after that read, where the taker's second read (or its own writes) shows it after the grant."""
+        return 3 + scenario.options.blob_names
+
+    @staticmethod
     def run_info(scenario: Any) -> dict[str, Any]:
         return {"runs": scenario.options.main_runs(), "side_runs": scenario.options.side_run_ids()}
 

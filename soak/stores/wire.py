@@ -20,6 +20,7 @@ import ctypes
 import functools
 import json
 import os
+import re
 import select
 import shlex
 import signal
@@ -468,6 +469,7 @@ class _WireFactory:
 
 
 _SERVER = "soak.stores.wire_server"
+_PYTHON = re.compile(r"python(3(\.\d+)?)?")
 
 
 def _remove_inner(inner: StoreTarget, root: str, options: dict[str, Any]) -> Any:
@@ -486,6 +488,12 @@ def exec_target(rest: str, options: dict[str, str], kind: str = "runs") -> Store
                              "'exec:python -m soak.stores.wire_server sqlite:'")
     spec = "exec:" + rest
     single, remove = False, None
+    if _SERVER in argv and argv.index(_SERVER) > 1 and argv[argv.index(_SERVER) - 1] == "-m" \
+            and _PYTHON.fullmatch(os.path.basename(argv[0])):
+        # soak's own server is soak's code: it runs in soak's interpreter, whatever `python` the PATH names (a
+        # PATH without soak's environment ran another Python, which imported soak from the working directory and
+        # died at its first strike for want of soak's dependencies)
+        argv = [sys.executable, *argv[1:]]
     if _SERVER in argv and argv.index(_SERVER) + 1 < len(argv):  # soak's own server: what it serves matters here
         from soak.stores import resolve
 

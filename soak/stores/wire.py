@@ -217,6 +217,8 @@ class _Client:
         self._ttl = int(lease_ttl_ms)
         self._strike: tuple[Any, ...] | None = None
         self.strike_seen: int | None = None  # step mode: the boundaries the child counted in the struck call
+        # step mode: the boundaries of that call that ended a wait (an exchange had returned), where the child says
+        self.strike_waits: tuple[int, ...] = ()
         self.strike_landed = False  # the struck call stopped the child before it answered
         self._closed = False
         self._child = self._start()
@@ -257,11 +259,13 @@ class _Client:
     # -- strikes ----------------------------------------------------------------------------------
 
     def strike_next(self, mode: str | None, k: int = 0, delay_ns: int = 0) -> None:
-        """Strike the next call in the child: `step` asks the child to stop itself at boundary `k` of its handling;
-        `kernel` stops the child `delay_ns` after the request is written. Either way this process then stops
-        itself, inside the call (soak.storm.nemesis holds it and continues its process group). None disarms."""
+        """Strike the next call in the child: `step` asks the child to stop itself at boundary `k` of its handling
+        (`k` 0: only count the boundaries, never stop); `kernel` stops the child `delay_ns` after the request is
+        written. Either way this process then stops itself, inside the call (soak.storm.nemesis holds it and
+        continues its process group). None disarms."""
         self._strike = None if mode is None else (mode, k, delay_ns)
         self.strike_seen = None
+        self.strike_waits = ()
         self.strike_landed = False
 
     def _await_strike(self, child: _Child, strike: tuple[Any, ...], deadline: float) -> None:
@@ -309,11 +313,14 @@ class _Client:
             request["strike"] = {"mode": "step", "k": strike[1]}
         deadline = time.monotonic() + child.timeout_s
         child.send(request)
-        if strike is not None:
+        if strike is not None and (strike[0] == "kernel" or strike[1] > 0):
             self._await_strike(child, strike, deadline)
         response = child.receive(op, rid, deadline)
         if strike is not None and isinstance(response.get("strike"), dict):
             self.strike_seen = response["strike"].get("seen")
+            waits = response["strike"].get("waits")
+            if isinstance(waits, list):
+                self.strike_waits = tuple(w for w in waits if isinstance(w, int) and w > 0)
         if "error" in response:
             error = response["error"] if isinstance(response["error"], dict) else {"message": response["error"]}
             typed = typed_error(error)

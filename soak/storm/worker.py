@@ -169,9 +169,11 @@ def worker_main(spec: WorkerSpec, state: Any, stop: Any, go: Any, board: Any = N
     from soak.history import HistoryWriter
     from soak.spi import StoreError
     from soak.storm.strike import MODES, StrikeTimer
+    from soak.storm.wire_aim import ChildAim
     from soak.workloads import StoreEndedProcess, WorkerContext, get_workload
 
     timer = StrikeTimer()
+    aim = ChildAim()  # a wire store's child: step strikes aimed next to its exchanges
     workload = get_workload(spec.scenario.workload)
     keys = {k: i for i, k in enumerate(workload.keys(spec.scenario))}
     codes = {s: i for i, s in enumerate(surface_codes(workload))}
@@ -195,11 +197,16 @@ def worker_main(spec: WorkerSpec, state: Any, stop: Any, go: Any, board: Any = N
             else:  # the store's code runs in a child process (a wire store): strike it there
                 surface, mode, lead_ns, delay_ns, u = strike
                 k, n, again = timer.plan_step(surface, u) if mode == "step" else (0, 0, False)
+                if mode == "step" and not again:
+                    k = aim.pick(surface, n, u) or k  # next to the child's exchanges, SHARE of the time
                 timer.position, timer.again = (k, n), again
                 child(mode, k, lead_ns + delay_ns)
                 opened["struck"] = surface if mode == "step" else None
             state[STRIKE_STEP], state[STRIKE_STEPS] = timer.position
             state[AGAIN] = int(timer.again)
+        elif timer.available and not aim.counted(f) and getattr(opened.get("store"), "strike_next", None):
+            opened["store"].strike_next("step", 0)  # learn the surface's n and exchanges before its first strike
+            opened["counting"] = f
 
     def leave() -> None:
         state[IN_CALL] = 0
@@ -214,11 +221,19 @@ def worker_main(spec: WorkerSpec, state: Any, stop: Any, go: Any, board: Any = N
                 store.strike_next(None)  # a strike the call never carried to the child ends with the call
                 if surface is not None and isinstance(seen, int) and seen > 0:
                     timer.note_steps(surface, seen)  # step mode in a wire store's child: the boundaries it counted
+                    aim.note(surface, seen, store.strike_waits)
                 if surface is not None and witnessed:
                     timer.note_witnessed(surface)
             else:
                 timer.disarm(witnessed=witnessed)
             state[STRIKE] = state[WITNESSED] = state[AGAIN] = 0
+        elif "counting" in opened:
+            surface, store = opened.pop("counting"), opened["store"]
+            seen, waits = store.strike_seen, store.strike_waits
+            store.strike_next(None)
+            if isinstance(seen, int) and seen > 0:
+                timer.note_steps(surface, seen)
+            aim.note(surface, seen if isinstance(seen, int) else 0, waits)  # a child that counts nothing: once
 
     run_ids = list(keys)
     opened: dict[str, Any] = {}  # the store object once booted; while a wire store's child is struck, the surface
@@ -292,6 +307,7 @@ def worker_main(spec: WorkerSpec, state: Any, stop: Any, go: Any, board: Any = N
     leave()
     writer.complete(index, "ok")
     opened["store"] = store
+
     state[PHASE] = RUNNING
     ctx = WorkerContext(
         store=store,

@@ -1,0 +1,60 @@
+"""Step strikes of a wire store's child, aimed next to the child's exchanges with what its store shares.
+
+A store served over the wire runs in a child process; across processes it can race another only between two of its
+own exchanges with the database (a statement, a round trip), and every boundary between the same two exchanges
+stops it in the same place as far as another process can tell. A child that counts its boundaries (docs/wire.md,
+section 4) also reports the ones that ended a wait (`waits`: an exchange had returned there), and `ChildAim`
+sends `SHARE` of the step strikes to the boundaries on either side of those waits, each once per sweep, instead of
+the uniform sweep over all n: a fence check and the write it guards, made as two exchanges, leave their window
+open at one of these few. The rest stay uniform, for exchanges too quick to show as a wait.
+
+The worker learns a surface's n (and its waits) before the surface's first strike by asking the child to count
+one call without stopping (`k` 0), so no strike is spent on a guessed n.
+"""
+
+from __future__ import annotations
+
+import random
+
+__all__ = ["SHARE", "ChildAim"]
+
+#: The share of a wire child's step strikes aimed next to its exchanges.
+SHARE = 0.5
+
+
+class ChildAim:
+    """One worker's aim at its wire child's exchanges, per surface."""
+
+    def __init__(self) -> None:
+        self._near: dict[str, dict[int, tuple[int, ...]]] = {}  # surface -> n -> boundaries next to an exchange
+        self._done: dict[str, tuple[int, set[int]]] = {}  # surface -> (n, near positions struck in this sweep)
+        self.aimed = False  # the strike planned last is aimed next to an exchange
+
+    def counted(self, surface: str) -> bool:
+        """Whether a call of `surface` was counted already (else the next one is counted first, without a stop)."""
+        return surface in self._near
+
+    def note(self, surface: str, seen: int, waits: tuple[int, ...]) -> None:
+        """A call of `surface` made `seen` boundaries, and an exchange had returned at each of `waits`."""
+        near = tuple(sorted({b for w in waits for b in (w - 1, w) if 1 <= b <= seen}))
+        by_n = self._near.setdefault(surface, {})
+        if near or seen not in by_n:
+            by_n[seen] = near
+
+    def pick(self, surface: str, n: int, u: float) -> int | None:
+        """The boundary to strike instead of the uniform sweep's (None: keep the sweep's); `u` is the plan's draw."""
+        self.aimed = False
+        near = self._near.get(surface, {}).get(n, ())
+        seed = int(u * 2**32)
+        if not near or random.Random(seed ^ 0xA1D).random() >= SHARE:
+            return None
+        done_n, done = self._done.get(surface, (0, set()))
+        if done_n != n:
+            done = set()
+        left = [k for k in near if k not in done] or list(near)
+        if len(left) == len(near):
+            done = set()
+        k = random.Random(seed).choice(left)
+        self._done[surface] = (n, done | {k})
+        self.aimed = True
+        return k

@@ -28,10 +28,10 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from soak._procstat import proc_state
-from soak.clauses import default_call_bound_s
+from soak.clauses import BOOT_BOUND_S, default_call_bound_s  # a hello is a boot: it has a boot's bound
 from soak.errors import StoreBootError, StoreSpecError
 from soak.stores._wire_codec import CLAIM_CALLS, PROTOCOL_VERSION, RUN_CALLS, decode, encode, typed_error
 from soak.stores import StoreTarget
@@ -41,7 +41,6 @@ __all__ = ["WireClaimStore", "WireStore", "WireStoreError", "call_timeout_s", "e
 _PR_SET_PDEATHSIG = 1
 #: the environment variable that overrides the client's own bound on one call (seconds)
 TIMEOUT_ENV = "SOAK_WIRE_CALL_TIMEOUT_S"
-_BOOT_S = 60.0  # the least time a child has to answer its hello: a boot is slower than a call
 _STRIKE_POLL_S = 0.001  # how often a struck call looks whether the child has stopped itself
 
 
@@ -210,6 +209,9 @@ class _Client:
     injectable_clock = False
     #: the store's code runs in another process: a pause of the caller's thread lands outside it
     code_in_child = True
+    #: called as a call restarts a dead child: `on_boot(None)` as the boot begins, `on_boot(ns)` once it ended (booted
+    #: or not), so the caller can judge the boot by a boot's bound and the call by its own (soak.storm.worker)
+    on_boot: Callable[[int | None], None] | None = None
 
     def __init__(self, argv: list[str], spec: str, location: str, lease_ttl_ms: int, options: dict[str, str],
                  kind: str) -> None:
@@ -231,7 +233,8 @@ class _Client:
                 "lease_ttl_ms": self._ttl, "options": self._options}
         try:
             child.send({"id": 0, "op": "hello", "args": args})
-            response = child.receive("hello", 0, time.monotonic() + max(child.timeout_s, _BOOT_S), _BOOT_S)
+            response = child.receive("hello", 0, time.monotonic() + max(child.timeout_s, BOOT_BOUND_S),
+                                     BOOT_BOUND_S)
         except WireStoreError as exc:
             raise StoreBootError(f"store {self._spec} failed to boot: {child.dead}; fix the store or its "
                                  "command") from exc
@@ -299,10 +302,16 @@ class _Client:
             raise WireStoreError(f"store {self._spec}: {op} after close")
         child = self._child
         if child.dead is not None:
+            hook, began = self.on_boot, time.monotonic_ns()
+            if hook is not None:
+                hook(None)
             try:
                 child = self._child = self._start()
             except StoreBootError as exc:
                 raise WireStoreError(f"{exc} (restarting the child after: {child.dead})") from None
+            finally:
+                if hook is not None:
+                    hook(max(1, time.monotonic_ns() - began))
         names, result = table[op]
         rid = child.next_id
         child.next_id += 1

@@ -24,6 +24,7 @@ __all__ = [
     "PHASES",
     "SLOTS",
     "STORE_EXIT_STATUS",
+    "SURFACE_OPEN",
     "WorkerSpec",
     "derive_seed",
     "process_name",
@@ -50,6 +51,11 @@ SLOTS = 15
 #: Worker phases (shared `PHASE` slot).
 STARTING, RUNNING, BOOT_FAILED, DONE, CRASHED, READY, BOOTING = range(7)
 PHASES = ("starting", "running", "boot-failed", "done", "crashed", "ready", "booting")
+
+
+#: The boot's code in the `SURFACE` slot: the worker's `open`, and a wire store's child restarting inside a call
+#: (judged by a boot's bound, `soak.clauses.boot_bound_s`).
+SURFACE_OPEN = 1
 
 
 def surface_codes(workload: Any) -> tuple[str, ...]:
@@ -308,6 +314,19 @@ def worker_main(spec: WorkerSpec, state: Any, stop: Any, go: Any, board: Any = N
     writer.complete(index, "ok")
     opened["store"] = store
 
+    def on_boot(boot_ns: int | None) -> None:
+        # a wire store's child restarts inside the call in flight: the boot is judged by a boot's bound (published as
+        # the `open` surface meanwhile), the call by its own from the boot's end (its `reboot` event says how long)
+        if boot_ns is None:
+            opened["surface"] = int(state[SURFACE])
+            state[SURFACE] = SURFACE_OPEN
+            return
+        state[SURFACE] = opened.pop("surface", int(state[SURFACE]))
+        state[SINCE_NS] += boot_ns
+        writer.event("reboot", {"i": int(state[OP_INDEX]), "boot_ns": int(boot_ns)})
+
+    if hasattr(store, "on_boot"):
+        store.on_boot = on_boot
     state[PHASE] = RUNNING
     ctx = WorkerContext(
         store=store,

@@ -6,7 +6,11 @@ stops it in the same place as far as another process can tell. A child that coun
 section 4) also reports the ones that ended a wait (`waits`: an exchange had returned there), and `ChildAim`
 sends `SHARE` of the step strikes to the boundaries on either side of those waits, each once per sweep, instead of
 the uniform sweep over all n: a fence check and the write it guards, made as two exchanges, leave their window
-open at one of these few. The rest stay uniform, for exchanges too quick to show as a wait.
+open at one of these few. A wait counts where it recurs: in at least half the counted calls of the surface with the
+same n (the child's own scheduling makes waits that come and go). The rest stay uniform, for exchanges too quick
+to show as a wait. `SHARE` is higher than a worker's own strikes' (`soak.storm.strike`): over the wire, every
+boundary between the same two exchanges stops the store in the same place as far as another process can tell, so
+the uniform sweep spends most of its strikes where an aimed one already was.
 
 The worker learns a surface's n (and its waits) before the surface's first strike by asking the child to count
 one call without stopping (`k` 0), so no strike is spent on a guessed n.
@@ -15,36 +19,43 @@ one call without stopping (`k` 0), so no strike is spent on a guessed n.
 from __future__ import annotations
 
 import random
+from collections import Counter
+from typing import Any
 
 __all__ = ["SHARE", "ChildAim"]
 
 #: The share of a wire child's step strikes aimed next to its exchanges.
-SHARE = 0.5
+SHARE = 0.75
 
 
 class ChildAim:
     """One worker's aim at its wire child's exchanges, per surface."""
 
     def __init__(self) -> None:
-        self._near: dict[str, dict[int, tuple[int, ...]]] = {}  # surface -> n -> boundaries next to an exchange
+        # surface -> n -> [calls counted, how often each boundary ended a wait in them]
+        self._waits: dict[str, dict[int, list[Any]]] = {}
         self._done: dict[str, tuple[int, set[int]]] = {}  # surface -> (n, near positions struck in this sweep)
         self.aimed = False  # the strike planned last is aimed next to an exchange
 
     def counted(self, surface: str) -> bool:
         """Whether a call of `surface` was counted already (else the next one is counted first, without a stop)."""
-        return surface in self._near
+        return surface in self._waits
 
     def note(self, surface: str, seen: int, waits: tuple[int, ...]) -> None:
         """A call of `surface` made `seen` boundaries, and an exchange had returned at each of `waits`."""
-        near = tuple(sorted({b for w in waits for b in (w - 1, w) if 1 <= b <= seen}))
-        by_n = self._near.setdefault(surface, {})
-        if near or seen not in by_n:
-            by_n[seen] = near
+        calls = self._waits.setdefault(surface, {}).setdefault(seen, [0, Counter()])
+        calls[0] += 1
+        calls[1].update(w for w in set(waits) if 1 < w <= seen)
+
+    def near(self, surface: str, n: int) -> tuple[int, ...]:
+        """The boundaries on either side of the waits that recur in the surface's counted calls of n boundaries."""
+        calls, counts = self._waits.get(surface, {}).get(n, (0, Counter()))
+        return tuple(sorted({b for w, c in counts.items() if 2 * c >= calls for b in (w - 1, w)}))
 
     def pick(self, surface: str, n: int, u: float) -> int | None:
         """The boundary to strike instead of the uniform sweep's (None: keep the sweep's); `u` is the plan's draw."""
         self.aimed = False
-        near = self._near.get(surface, {}).get(n, ())
+        near = self.near(surface, n)
         seed = int(u * 2**32)
         if not near or random.Random(seed ^ 0xA1D).random() >= SHARE:
             return None

@@ -94,7 +94,10 @@ def test_the_aim_sends_half_the_step_strikes_next_to_the_childs_exchanges_each_o
     aim = ChildAim()
     assert not aim.counted("append") and aim.pick("append", 25, 0.5) is None  # nothing known: the uniform sweep
     aim.note("append", 25, (11, 14))  # exchanges had returned at boundaries 11 and 14
-    assert aim.counted("append")
+    assert aim.counted("append") and aim.near("append", 25) == (10, 11, 13, 14)
+    aim.note("append", 25, (2, 11, 14))
+    aim.note("append", 25, (11, 14, 20))
+    assert aim.near("append", 25) == (10, 11, 13, 14)  # a wait in one call of three is the child's scheduling
     near = [11, 10, 13, 14]
     draws = [random.Random(i).random() for i in range(400)]
     picks = [aim.pick("append", 25, u) for u in draws]

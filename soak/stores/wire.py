@@ -42,6 +42,7 @@ _PR_SET_PDEATHSIG = 1
 #: the environment variable that overrides the client's own bound on one call (seconds)
 TIMEOUT_ENV = "SOAK_WIRE_CALL_TIMEOUT_S"
 _STRIKE_POLL_S = 0.001  # how often a struck call looks whether the child has stopped itself
+_FENCE_REFUSALS = ("LeaseHeldError", "CheckoutConflictError")  # refusals by a fence (a run's, a claim's)
 
 
 class WireStoreError(Exception):
@@ -222,6 +223,7 @@ class _Client:
         # step mode: the boundaries of that call that ended a wait (an exchange had returned), where the child says
         self.strike_waits: tuple[int, ...] = ()
         self.strike_landed = False  # the struck call stopped the child before it answered
+        self.strike_refused = False  # the struck call was refused by the fence (a typed refusal naming a holder)
         self._closed = False
         self._child = self._start()
         self.hello: dict[str, Any] = self._hello_answer
@@ -270,6 +272,7 @@ class _Client:
         self.strike_seen = None
         self.strike_waits = ()
         self.strike_landed = False
+        self.strike_refused = False
 
     def _await_strike(self, child: _Child, strike: tuple[Any, ...], deadline: float) -> None:
         mode, _, delay_ns = strike
@@ -333,6 +336,8 @@ class _Client:
         if "error" in response:
             error = response["error"] if isinstance(response["error"], dict) else {"message": response["error"]}
             typed = typed_error(error)
+            if strike is not None:
+                self.strike_refused = type(typed).__name__ in _FENCE_REFUSALS
             if typed is not None:
                 raise typed
             raise WireStoreError(f"{error.get('type', 'error')}: {error.get('message', '')}")

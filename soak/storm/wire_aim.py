@@ -12,6 +12,12 @@ to show as a wait. `SHARE` is higher than a worker's own strikes' (`soak.storm.s
 boundary between the same two exchanges stops the store in the same place as far as another process can tell, so
 the uniform sweep spends most of its strikes where an aimed one already was.
 
+A strike held while a successor took the run over, whose call the fence then refused, stopped the store before
+its fence check: the check ran after the stop and saw the successor. Every boundary up to that one precedes the
+check, and no window between a check and its write opens there, so aimed strikes leave them out (the uniform ones
+do not: a call refused for another reason, its lease already stale, teaches nothing, and the uniform sweep still
+reaches every boundary).
+
 The worker learns a surface's n (and its waits) before the surface's first strike by asking the child to count
 one call without stopping (`k` 0), so no strike is spent on a guessed n.
 """
@@ -35,6 +41,7 @@ class ChildAim:
         # surface -> n -> [calls counted, how often each boundary ended a wait in them]
         self._waits: dict[str, dict[int, list[Any]]] = {}
         self._done: dict[str, tuple[int, set[int]]] = {}  # surface -> (n, near positions struck in this sweep)
+        self._before: dict[tuple[str, int], int] = {}  # (surface, n) -> the last boundary known to precede the check
         self.aimed = False  # the strike planned last is aimed next to an exchange
 
     def counted(self, surface: str) -> bool:
@@ -47,10 +54,18 @@ class ChildAim:
         calls[0] += 1
         calls[1].update(w for w in set(waits) if 1 < w <= seen)
 
+    def before_check(self, surface: str, k: int, n: int) -> None:
+        """A strike at boundary k of n was held while a successor took over, and the fence then refused the call."""
+        if k > 0:
+            self._before[(surface, n)] = max(k, self._before.get((surface, n), 0))
+
     def near(self, surface: str, n: int) -> tuple[int, ...]:
-        """The boundaries on either side of the waits that recur in the surface's counted calls of n boundaries."""
+        """The boundaries on either side of the waits that recur in the surface's counted calls of n boundaries,
+        past those known to precede the fence check (all of them while that would leave none)."""
         calls, counts = self._waits.get(surface, {}).get(n, (0, Counter()))
-        return tuple(sorted({b for w, c in counts.items() if 2 * c >= calls for b in (w - 1, w)}))
+        near = sorted({b for w, c in counts.items() if 2 * c >= calls for b in (w - 1, w)})
+        floor = self._before.get((surface, n), 0)
+        return tuple(b for b in near if b > floor) or tuple(near)
 
     def pick(self, surface: str, n: int, u: float) -> int | None:
         """The boundary to strike instead of the uniform sweep's (None: keep the sweep's); `u` is the plan's draw."""

@@ -230,6 +230,8 @@ def worker_main(spec: WorkerSpec, state: Any, stop: Any, go: Any, board: Any = N
                     aim.note(surface, seen, store.strike_waits)
                 if surface is not None and witnessed:
                     timer.note_witnessed(surface)
+                    if store.strike_refused:  # the fence ran after the stop: the boundaries up to it precede it
+                        aim.before_check(surface, *timer.position)
             else:
                 timer.disarm(witnessed=witnessed)
             state[STRIKE] = state[WITNESSED] = state[AGAIN] = 0

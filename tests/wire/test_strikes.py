@@ -107,3 +107,7 @@ def test_the_aim_sends_half_the_step_strikes_next_to_the_childs_exchanges_each_o
     for start in range(0, len(aimed) - 3, 4):  # a sweep strikes each of the four before any again
         assert sorted(aimed[start:start + 4]) == sorted(near)
     assert aim.pick("append", 27, 0.1) is None  # another n (a refused call's): its own, still unknown, positions
+    aim.before_check("append", 10, 25)  # held at 10 while a successor took over, then refused: 10 precedes the check
+    assert aim.near("append", 25) == (11, 13, 14)
+    aim.before_check("append", 20, 25)
+    assert aim.near("append", 25) == (10, 11, 13, 14)  # nothing would be left: every one stays

@@ -223,14 +223,14 @@ def worker_main(spec: WorkerSpec, state: Any, stop: Any, go: Any, board: Any = N
             if "struck" in opened:
                 surface = opened.pop("struck")
                 store = opened["store"]
-                seen = store.strike_seen
-                store.strike_next(None)  # a strike the call never carried to the child ends with the call
+                seen, waits, refused = store.strike_seen, store.strike_waits, store.strike_refused
+                store.strike_next(None)  # a strike the call never carried to the child ends with the call (and resets)
                 if surface is not None and isinstance(seen, int) and seen > 0:
                     timer.note_steps(surface, seen)  # step mode in a wire store's child: the boundaries it counted
-                    aim.note(surface, seen, store.strike_waits)
+                    aim.note(surface, seen, waits)
                 if surface is not None and witnessed:
                     timer.note_witnessed(surface)
-                    if store.strike_refused:  # the fence ran after the stop: the boundaries up to it precede it
+                    if refused:  # the fence ran after the stop: the boundaries up to it precede it
                         aim.before_check(surface, *timer.position)
             else:
                 timer.disarm(witnessed=witnessed)

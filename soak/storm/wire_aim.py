@@ -12,8 +12,9 @@ to show as a wait. `SHARE` is higher than a worker's own strikes' (`soak.storm.s
 boundary between the same two exchanges stops the store in the same place as far as another process can tell, so
 the uniform sweep spends most of its strikes where an aimed one already was.
 
-A strike held while a successor took the run over, whose call the fence then refused, stopped the store before
-its fence check: the check ran after the stop and saw the successor. Every boundary up to that one precedes the
+A strike held while a successor took the run over, whose call the fence then refused after an exchange that came
+after the stop, stopped the store before its fence check: the check ran after the stop and saw the successor (a
+call already stale is refused before the stop, and makes no exchange after it). Every boundary up to that one precedes the
 check, and no window between a check and its write opens there, so aimed strikes leave them out (the uniform ones
 do not: a call refused for another reason, its lease already stale, teaches nothing, and the uniform sweep still
 reaches every boundary).

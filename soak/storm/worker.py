@@ -230,7 +230,8 @@ def worker_main(spec: WorkerSpec, state: Any, stop: Any, go: Any, board: Any = N
                     aim.note(surface, seen, waits)
                 if surface is not None and witnessed:
                     timer.note_witnessed(surface)
-                    if refused:  # the fence ran after the stop: the boundaries up to it precede it
+                    if refused and any(w > timer.position[0] for w in waits):
+                        # refused by an exchange after the stop: the fence ran after it, the boundaries up to it precede it
                         aim.before_check(surface, *timer.position)
             else:
                 timer.disarm(witnessed=witnessed)

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-__all__ = ["CALL_BOUND_FLOOR_S", "CALL_BOUND_TTLS", "CLAIM_CLAUSES", "CLAUSES", "CONTRACT_CHOICES", "LIVENESS_CLAUSES", "clause_title",
-           "default_call_bound_s", "expired_choice"]
+__all__ = ["BOOT_BOUND_S", "CALL_BOUND_FLOOR_S", "CALL_BOUND_TTLS", "CLAIM_CLAUSES", "CLAUSES", "CONTRACT_CHOICES", "LIVENESS_CLAUSES", "clause_title",
+           "boot_bound_s", "default_call_bound_s", "expired_choice"]
 
 #: clause id -> one-line statement of the promise.
 CLAUSES: dict[str, str] = {
@@ -83,6 +83,17 @@ def default_call_bound_s(lease_ttl_ms: int) -> float:
     Long enough for a call that waits out a stopped lock holder (the nemesis holds one for at most about
     four ttls), short enough for a smoke storm to reach."""
     return max(CALL_BOUND_FLOOR_S, CALL_BOUND_TTLS * lease_ttl_ms / 1000.0)
+
+
+#: `call-returns` of a boot (the store factory, or a wire store's child starting and answering its hello): a boot
+#: connects, migrates and, over the wire, starts a runtime, so it has a bound of its own, this many seconds (the
+#: bound `StoreTarget.open` and the wire client give a boot), never less than the call bound.
+BOOT_BOUND_S = 60.0
+
+
+def boot_bound_s(call_bound_s: float) -> float:
+    """The `call-returns` bound of a boot, beside a store call's bound of `call_bound_s`."""
+    return max(BOOT_BOUND_S, call_bound_s)
 
 
 def clause_title(clause: str) -> str:

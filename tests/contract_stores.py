@@ -86,6 +86,36 @@ def open_no_clock_split_fence(location: str, *, lease_ttl_ms: int) -> NoClockSpl
     return NoClockSplitFence(os.path.join(location, "store.db"), lease_ttl_ms)
 
 
+class LateAnswers(NoClockSqlite):
+    """A correct store in real time whose acquire and renew answer 1.2 ttl after they took effect, as a child
+    process starved of CPU does: every tenure the harness is handed has lapsed, so a real-time check cannot tell
+    whether the store kept it live for the ttl. The suite must say it could not decide, never that the store
+    failed."""
+
+    def acquire(self, run_id: str, owner: str) -> Lease:
+        lease = super().acquire(run_id, owner)
+        time.sleep(1.2 * self.lease_ttl_ms / 1000.0)
+        return lease
+
+    def renew(self, lease: Lease) -> Lease:
+        out = super().renew(lease)
+        time.sleep(1.2 * self.lease_ttl_ms / 1000.0)
+        return out
+
+
+def open_late_answers(location: str, *, lease_ttl_ms: int) -> LateAnswers:
+    """`LateAnswers` over `store.db` in the location."""
+    return LateAnswers(os.path.join(location, "store.db"), lease_ttl_ms)
+
+
+def open_no_clock_mutant(location: str, *, lease_ttl_ms: int, mutant: str) -> SqliteStore:
+    """`mutant:NAME` without the injectable-clock declaration: the suite must catch it in real time."""
+    from soak.stores.mutants import MUTANTS
+
+    cls = type(f"NoClock{MUTANTS[mutant].store.__name__}", (MUTANTS[mutant].store,), {"injectable_clock": False})
+    return cls(os.path.join(location, "store.db"), lease_ttl_ms)
+
+
 # -- a store written from CONTRACT section 1 by an outside vendor -------------------------------------
 
 _SCHEMA = (

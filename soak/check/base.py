@@ -20,7 +20,7 @@ from soak.history import COMPLETE_NS, INVOKE_NS, Operation, Record
 __all__ = ["BaseFacts", "STORM_EVENTS", "SimpleFacts", "fold_generic", "operation_evidence", "simple_plan"]
 
 #: Events a fold keeps besides the nemesis's (`BaseFacts.events`): how a worker started and ended.
-STORM_EVENTS = frozenset(("start", "crash", "store-exit"))
+STORM_EVENTS = frozenset(("start", "crash", "store-exit", "reboot"))
 _NEVER = float("inf")
 
 

@@ -5,7 +5,10 @@ aborts or exits the process that calls it (`no-crash`). Both are judged here fro
 itself, never from an exception's class name:
 
 - an operation that completed more than the bound after it was invoked, not counting the time the nemesis held
-  its worker stopped (`pause`/`resume` events), broke `call-returns`;
+  its worker stopped (`pause`/`resume` events), broke `call-returns`. A boot has a bound of its own
+  (`soak.clauses.boot_bound_s`): the worker's `open`, and a wire store's child restarted inside a call (the
+  worker's `reboot` event names the call and how long the boot took), which is not charged to the call's bound
+  unless the boot itself ran past its own;
 - an operation that never completed (its worker died in it) is judged by how its worker ended, from the
   orchestrator's events: a `timeout-kill` (the storm killed the call at the bound) or a forced kill at the storm's
   end after the bound broke `call-returns`; an `exit` the nemesis did not cause, with the worker inside that call
@@ -44,6 +47,7 @@ class _Lives:
         self.started: set[str] = set()
         self.crashes: dict[str, dict[str, Any]] = {}
         self.store_exits: dict[tuple[str, int], dict[str, Any]] = {}
+        self.reboots: dict[tuple[str, int], list[tuple[int, int]]] = {}  # (process, op) -> [(boot began, ended)]
         # a storm across hosts: workers of a host lost before all it wrote was shipped -> the host
         self.cut_short: dict[str, str] = {}
         for ev in events:
@@ -57,6 +61,8 @@ class _Lives:
                         self.started.add(ev.process)  # it wrote its history: the crash
                 elif ev.kind == "store-exit" and isinstance(v.get("i"), int):
                     self.store_exits[(ev.process, v["i"])] = v
+                elif ev.kind == "reboot" and isinstance(v.get("i"), int) and isinstance(v.get("boot_ns"), int):
+                    self.reboots.setdefault((ev.process, v["i"]), []).append((ev.time - v["boot_ns"], ev.time))
                 continue
             if ev.kind == "host-lost" and v.get("history_complete") is False:
                 for w in v.get("workers") or ():
@@ -74,6 +80,10 @@ class _Lives:
                     open_[-1][1] = ev.time
             elif ev.kind in ("kill", "timeout-kill", "exit") and target not in self.ends:
                 self.ends[target] = (ev.time, ev.kind, v)
+
+    def booted(self, process: str, index: int) -> list[float]:
+        """How long each boot of a wire store's child restarted inside operation `index` took, not counting pauses."""
+        return [max(0.0, b - a - self.paused(process, a, b)) for a, b in self.reboots.get((process, index), ())]
 
     def paused(self, process: str, start: float, end: float) -> float:
         """How long within [start, end] the nemesis held `process` stopped."""
@@ -96,10 +106,11 @@ def check_liveness(facts: Any) -> list[Violation]:
     if not facts.slow:
         return []
     from soak.check.base import host_partitions, in_partition
+    from soak.clauses import boot_bound_s
 
     lives = _Lives(facts.events)
-    bound = facts.call_bound_ns
-    limit = f"the call-returns bound of {bound / 1e9:g} s"
+    call_bound = facts.call_bound_ns
+    boot_bound = int(boot_bound_s(call_bound / 1e9) * 1e9)
     out: list[Violation] = []
     cut = host_partitions(facts.events)
     for op in facts.slow:
@@ -108,8 +119,17 @@ def check_liveness(facts: Any) -> list[Violation]:
                                 lives.ends.get(ev.process, (None,))[0]):
             continue  # its host was cut off the store meanwhile: how long it took is the network's (TCP's backoff)
         what = f"{ev.f} ({ev.tag}{'' if ev.f == 'open' else ' on run ' + ev.run})"
+        bound = boot_bound if ev.f == "open" else call_bound
+        limit = f"the call-returns bound of {bound / 1e9:g} s" + (" (a boot's)" if ev.f == "open" else "")
+        boots = lives.booted(ev.process, ev.index)
+        for took in boots:
+            if took > boot_bound:
+                out.append(Violation("call-returns", f"{what}: the store's child restarted inside it took "
+                                     f"{took / 1e9:.2f} s to boot (not counting pauses), past a boot's bound of "
+                                     f"{boot_bound / 1e9:g} s", (ev,)))
+        booting = sum(min(took, boot_bound) for took in boots)  # a boot's time is judged by its own bound
         if ev.complete_ns is not None:
-            took = ev.complete_ns - ev.invoke_ns - lives.paused(ev.process, ev.invoke_ns, ev.complete_ns)
+            took = ev.complete_ns - ev.invoke_ns - lives.paused(ev.process, ev.invoke_ns, ev.complete_ns) - booting
             if took > bound:
                 out.append(Violation("call-returns", f"{what} {'returned' if ev.outcome == 'ok' else 'ended'} "
                                      f"{took / 1e9:.2f} s after it was invoked (not counting pauses), past {limit}",
@@ -119,7 +139,7 @@ def check_liveness(facts: Any) -> list[Violation]:
         if end is None:
             continue  # the history does not say how its worker ended: unknown, as an incomplete call is
         when, kind, v = end
-        took = when - ev.invoke_ns - lives.paused(ev.process, ev.invoke_ns, when)
+        took = when - ev.invoke_ns - lives.paused(ev.process, ev.invoke_ns, when) - booting
         if kind == "timeout-kill" or (took > bound and (kind == "kill" or v.get("forced"))):
             how = ("the storm killed it there" if kind == "timeout-kill" else
                    "it was still running when the storm ended" if v.get("forced") else "the nemesis then killed it")

@@ -20,6 +20,7 @@ import ctypes
 import functools
 import json
 import os
+import re
 import select
 import shlex
 import signal
@@ -27,10 +28,10 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from soak._procstat import proc_state
-from soak.clauses import default_call_bound_s
+from soak.clauses import BOOT_BOUND_S, default_call_bound_s  # a hello is a boot: it has a boot's bound
 from soak.errors import StoreBootError, StoreSpecError
 from soak.stores._wire_codec import CLAIM_CALLS, PROTOCOL_VERSION, RUN_CALLS, decode, encode, typed_error
 from soak.stores import StoreTarget
@@ -40,8 +41,8 @@ __all__ = ["WireClaimStore", "WireStore", "WireStoreError", "call_timeout_s", "e
 _PR_SET_PDEATHSIG = 1
 #: the environment variable that overrides the client's own bound on one call (seconds)
 TIMEOUT_ENV = "SOAK_WIRE_CALL_TIMEOUT_S"
-_BOOT_S = 60.0  # the least time a child has to answer its hello: a boot is slower than a call
 _STRIKE_POLL_S = 0.001  # how often a struck call looks whether the child has stopped itself
+_FENCE_REFUSALS = ("LeaseHeldError", "CheckoutConflictError")  # refusals by a fence (a run's, a claim's)
 
 
 class WireStoreError(Exception):
@@ -209,6 +210,9 @@ class _Client:
     injectable_clock = False
     #: the store's code runs in another process: a pause of the caller's thread lands outside it
     code_in_child = True
+    #: called as a call restarts a dead child: `on_boot(None)` as the boot begins, `on_boot(ns)` once it ended (booted
+    #: or not), so the caller can judge the boot by a boot's bound and the call by its own (soak.storm.worker)
+    on_boot: Callable[[int | None], None] | None = None
 
     def __init__(self, argv: list[str], spec: str, location: str, lease_ttl_ms: int, options: dict[str, str],
                  kind: str) -> None:
@@ -216,7 +220,10 @@ class _Client:
         self._ttl = int(lease_ttl_ms)
         self._strike: tuple[Any, ...] | None = None
         self.strike_seen: int | None = None  # step mode: the boundaries the child counted in the struck call
+        # step mode: the boundaries of that call that ended a wait (an exchange had returned), where the child says
+        self.strike_waits: tuple[int, ...] = ()
         self.strike_landed = False  # the struck call stopped the child before it answered
+        self.strike_refused = False  # the struck call was refused by the fence (a typed refusal naming a holder)
         self._closed = False
         self._child = self._start()
         self.hello: dict[str, Any] = self._hello_answer
@@ -228,7 +235,8 @@ class _Client:
                 "lease_ttl_ms": self._ttl, "options": self._options}
         try:
             child.send({"id": 0, "op": "hello", "args": args})
-            response = child.receive("hello", 0, time.monotonic() + max(child.timeout_s, _BOOT_S), _BOOT_S)
+            response = child.receive("hello", 0, time.monotonic() + max(child.timeout_s, BOOT_BOUND_S),
+                                     BOOT_BOUND_S)
         except WireStoreError as exc:
             raise StoreBootError(f"store {self._spec} failed to boot: {child.dead}; fix the store or its "
                                  "command") from exc
@@ -256,12 +264,15 @@ class _Client:
     # -- strikes ----------------------------------------------------------------------------------
 
     def strike_next(self, mode: str | None, k: int = 0, delay_ns: int = 0) -> None:
-        """Strike the next call in the child: `step` asks the child to stop itself at boundary `k` of its handling;
-        `kernel` stops the child `delay_ns` after the request is written. Either way this process then stops
-        itself, inside the call (soak.storm.nemesis holds it and continues its process group). None disarms."""
+        """Strike the next call in the child: `step` asks the child to stop itself at boundary `k` of its handling
+        (`k` 0: only count the boundaries, never stop); `kernel` stops the child `delay_ns` after the request is
+        written. Either way this process then stops itself, inside the call (soak.storm.nemesis holds it and
+        continues its process group). None disarms."""
         self._strike = None if mode is None else (mode, k, delay_ns)
         self.strike_seen = None
+        self.strike_waits = ()
         self.strike_landed = False
+        self.strike_refused = False
 
     def _await_strike(self, child: _Child, strike: tuple[Any, ...], deadline: float) -> None:
         mode, _, delay_ns = strike
@@ -294,10 +305,16 @@ class _Client:
             raise WireStoreError(f"store {self._spec}: {op} after close")
         child = self._child
         if child.dead is not None:
+            hook, began = self.on_boot, time.monotonic_ns()
+            if hook is not None:
+                hook(None)
             try:
                 child = self._child = self._start()
             except StoreBootError as exc:
                 raise WireStoreError(f"{exc} (restarting the child after: {child.dead})") from None
+            finally:
+                if hook is not None:
+                    hook(max(1, time.monotonic_ns() - began))
         names, result = table[op]
         rid = child.next_id
         child.next_id += 1
@@ -308,14 +325,19 @@ class _Client:
             request["strike"] = {"mode": "step", "k": strike[1]}
         deadline = time.monotonic() + child.timeout_s
         child.send(request)
-        if strike is not None:
+        if strike is not None and (strike[0] == "kernel" or strike[1] > 0):
             self._await_strike(child, strike, deadline)
         response = child.receive(op, rid, deadline)
         if strike is not None and isinstance(response.get("strike"), dict):
             self.strike_seen = response["strike"].get("seen")
+            waits = response["strike"].get("waits")
+            if isinstance(waits, list):
+                self.strike_waits = tuple(w for w in waits if isinstance(w, int) and w > 0)
         if "error" in response:
             error = response["error"] if isinstance(response["error"], dict) else {"message": response["error"]}
             typed = typed_error(error)
+            if strike is not None:
+                self.strike_refused = type(typed).__name__ in _FENCE_REFUSALS
             if typed is not None:
                 raise typed
             raise WireStoreError(f"{error.get('type', 'error')}: {error.get('message', '')}")
@@ -468,6 +490,7 @@ class _WireFactory:
 
 
 _SERVER = "soak.stores.wire_server"
+_PYTHON = re.compile(r"python(3(\.\d+)?)?")
 
 
 def _remove_inner(inner: StoreTarget, root: str, options: dict[str, Any]) -> Any:
@@ -486,6 +509,12 @@ def exec_target(rest: str, options: dict[str, str], kind: str = "runs") -> Store
                              "'exec:python -m soak.stores.wire_server sqlite:'")
     spec = "exec:" + rest
     single, remove = False, None
+    if _SERVER in argv and argv.index(_SERVER) > 1 and argv[argv.index(_SERVER) - 1] == "-m" \
+            and _PYTHON.fullmatch(os.path.basename(argv[0])):
+        # soak's own server is soak's code: it runs in soak's interpreter, whatever `python` the PATH names (a
+        # PATH without soak's environment ran another Python, which imported soak from the working directory and
+        # died at its first strike for want of soak's dependencies)
+        argv = [sys.executable, *argv[1:]]
     if _SERVER in argv and argv.index(_SERVER) + 1 < len(argv):  # soak's own server: what it serves matters here
         from soak.stores import resolve
 

@@ -56,6 +56,31 @@ class _VersionError(Exception):
     pass
 
 
+def _step_k(strike: Any) -> int | None:
+    """The boundary a step-mode strike stops at (0: count only), None for a request without one."""
+    if not isinstance(strike, dict) or strike.get("mode") != "step":
+        return None
+    k = strike.get("k", 0)
+    return k if isinstance(k, int) and k >= 0 else None
+
+
+class _NoStrikes:
+    available = False
+
+
+def _strike_timer() -> Any:
+    """The step-mode counter, or a stand-in that strikes nothing where it cannot load: a server that ignores
+    `"strike"` is conformant, one that dies on it is not."""
+    try:
+        from soak.storm.strike import StrikeTimer
+
+        return StrikeTimer()
+    except Exception as exc:  # noqa: BLE001 - e.g. run by a Python without soak's dependencies
+        print(f"wire_server: strikes are ignored: their counter did not load ({type(exc).__name__}: {exc}); "
+              f"run this server with the Python soak is installed in", file=sys.stderr)
+        return _NoStrikes()
+
+
 def serve(spec: str, inp: BinaryIO, out: BinaryIO) -> int:
     """Serve `spec` over the protocol on `inp`/`out` until `close` or EOF; the exit status."""
     timer: Any = None  # the step-mode strike counter, made at the first strike (its import is half a boot)
@@ -96,13 +121,12 @@ def serve(spec: str, inp: BinaryIO, out: BinaryIO) -> int:
         target = store.transcripts if op in _BLOB_OPS else store
         method = getattr(target, _BLOB_OPS.get(op, op))
         strike = request.get("strike")
-        k = int(strike.get("k", 0)) if isinstance(strike, dict) and strike.get("mode") == "step" else 0
+        # k 0 counts the call's boundaries without stopping (the worker learns n before its first strike)
+        k = _step_k(strike)
         extra: dict[str, Any] = {}
-        if k and timer is None:
-            from soak.storm.strike import StrikeTimer
-
-            timer = StrikeTimer()
-        if k and timer.available:
+        if k is not None and timer is None:
+            timer = _strike_timer()
+        if k is not None and timer.available:
             timer.count_to(op, k)
         try:
             value = method(*values)
@@ -111,7 +135,7 @@ def serve(spec: str, inp: BinaryIO, out: BinaryIO) -> int:
         else:
             body = {"ok": encode(result, value)}
         finally:
-            if k and timer.available:
+            if k is not None and timer.available:
                 extra = {"strike": {"seen": timer.stop_counting()}}
         _respond(out, rid, {**body, **extra})
         if op == "close":

@@ -26,6 +26,7 @@ from typing import Any, Callable
 import dill
 import psutil
 
+from soak.clauses import boot_bound_s
 from soak.errors import HarnessError, ScenarioError, crash
 from soak.history import HistoryWriter, now_ns
 from soak.rundir import (
@@ -53,6 +54,8 @@ from soak.storm.worker import (
     READY,
     RUNNING,
     SLOTS,
+    SURFACE,
+    SURFACE_OPEN,
     WorkerSpec,
     derive_seed,
     process_name,
@@ -361,19 +364,26 @@ class _Storm:
         return any(int(h.state[PHASE]) in (RUNNING, DONE) for h in self.handles)
 
     def check_call_timeouts(self) -> None:
-        """SIGKILL a worker whose store call has run longer than the `call-returns` bound (not counting pauses)."""
-        limit = int(self.sc.call_bound_s * 1e9)
+        """SIGKILL a worker whose store call has run longer than the `call-returns` bound (not counting pauses; a
+        boot, published as the `open` surface, by a boot's bound)."""
         now = now_ns()
         for h in self.live():
             if h.killed or h.paused_since is not None or not h.state[IN_CALL]:
                 continue
             op = int(h.state[OP_INDEX])
             elapsed = call_elapsed_ns(h, now)
-            if elapsed > limit and h.state[IN_CALL] and int(h.state[OP_INDEX]) == op:
+            if elapsed > self.call_limit_ns(h) and h.state[IN_CALL] and int(h.state[OP_INDEX]) == op:
                 surface = call_state(h)["surface"] or "?"
                 self.hung[surface] = self.hung.get(surface, 0) + 1
                 self.nemesis.kill(h, "timeout-kill", elapsed_ms=round(elapsed / 1e6, 1),
                                   call_bound_s=self.sc.call_bound_s)
+
+    def call_limit_ns(self, h: WorkerHandle) -> int:
+        """The `call-returns` bound of the call `h` is in: a boot's while it boots (its `open`, or a wire store's child
+        restarting inside a call), else a store call's."""
+        if int(h.state[SURFACE]) == SURFACE_OPEN:
+            return int(boot_bound_s(self.sc.call_bound_s) * 1e9)
+        return int(self.sc.call_bound_s * 1e9)
 
     def ended(self) -> tuple[str, str] | None:
         """Why the storm cannot go on, once no worker is left running: (status, message), or None.
@@ -413,9 +423,8 @@ class _Storm:
             time.sleep(0.01)
         # A worker still inside a store call now has either hung or waits on one that has: let the call run to the
         # call-returns bound (or return), so the checker can tell which, instead of cutting it short unknown.
-        limit = int(self.sc.call_bound_s * 1e9) + 50_000_000
-        while any(h.process.is_alive() and h.state[IN_CALL] and call_elapsed_ns(h, now_ns()) < limit
-                  for h in self.live() if not h.killed):
+        while any(h.process.is_alive() and h.state[IN_CALL] and call_elapsed_ns(h, now_ns()) < self.call_limit_ns(h)
+                  + 50_000_000 for h in self.live() if not h.killed):
             self.nemesis.resume_all(self.live())
             time.sleep(0.01)
         forced = []

@@ -24,6 +24,7 @@ __all__ = [
     "PHASES",
     "SLOTS",
     "STORE_EXIT_STATUS",
+    "SURFACE_OPEN",
     "WorkerSpec",
     "derive_seed",
     "process_name",
@@ -54,6 +55,11 @@ BLOCKED = 2  # `WITNESSED` when the nemesis let the held strike go because it bl
 #: Worker phases (shared `PHASE` slot).
 STARTING, RUNNING, BOOT_FAILED, DONE, CRASHED, READY, BOOTING = range(7)
 PHASES = ("starting", "running", "boot-failed", "done", "crashed", "ready", "booting")
+
+
+#: The boot's code in the `SURFACE` slot: the worker's `open`, and a wire store's child restarting inside a call
+#: (judged by a boot's bound, `soak.clauses.boot_bound_s`).
+SURFACE_OPEN = 1
 
 
 def surface_codes(workload: Any) -> tuple[str, ...]:
@@ -192,8 +198,10 @@ def worker_main(spec: WorkerSpec, state: Any, stop: Any, go: Any, board: Any = N
     from soak.history import HistoryWriter
     from soak.spi import StoreError
     from soak.storm.strike import MODES, StrikeTimer
+    from soak.storm.wire_aim import ChildAim
     from soak.workloads import StoreEndedProcess, WorkerContext, get_workload
 
+    aim = ChildAim()  # a wire store's child: step strikes aimed next to its exchanges
     workload = get_workload(spec.scenario.workload)
     keys = {k: i for i, k in enumerate(workload.keys(spec.scenario))}
     codes = {s: i for i, s in enumerate(surface_codes(workload))}
@@ -218,6 +226,8 @@ def worker_main(spec: WorkerSpec, state: Any, stop: Any, go: Any, board: Any = N
             else:  # the store's code runs in a child process (a wire store): strike it there
                 surface, mode, lead_ns, delay_ns, u = strike
                 k, n, again = timer.plan_step(surface, u) if mode == "step" else (0, 0, False)
+                if mode == "step" and not again:
+                    k = aim.pick(surface, n, u) or k  # next to the child's exchanges, SHARE of the time
                 timer.position, timer.again = (k, n), again
                 child(mode, k, lead_ns + delay_ns)
                 opened["struck"] = surface if mode == "step" else None
@@ -225,6 +235,9 @@ def worker_main(spec: WorkerSpec, state: Any, stop: Any, go: Any, board: Any = N
             state[AGAIN] = int(timer.again) | (AGAIN_IO if timer.io and child is None else 0)
         elif timer.wants_count(f) and getattr(opened.get("store"), "strike_next", None) is None:
             timer.learn(f)  # count the surface's boundaries before its first strike (never stops)
+            opened["counting"] = f
+        elif timer.available and not aim.counted(f) and getattr(opened.get("store"), "strike_next", None):
+            opened["store"].strike_next("step", 0)  # learn the child's n and exchanges before its first strike
             opened["counting"] = f
 
     def leave(ok: bool = True) -> None:
@@ -240,20 +253,33 @@ def worker_main(spec: WorkerSpec, state: Any, stop: Any, go: Any, board: Any = N
             if "struck" in opened:
                 surface = opened.pop("struck")
                 store = opened["store"]
-                seen = store.strike_seen
-                store.strike_next(None)  # a strike the call never carried to the child ends with the call
-                if surface is not None and ok and isinstance(seen, int) and seen > 0:
+                seen, waits, refused = store.strike_seen, store.strike_waits, store.strike_refused
+                store.strike_next(None)  # a strike the call never carried to the child ends with the call (and resets)
+                if surface is not None and isinstance(seen, int) and seen > 0:
                     # step mode in a wire store's child: the boundaries it counted (its exchanges are its own)
                     timer.note_steps(surface, seen, exchanges=0, waits=0)
+                    aim.note(surface, seen, waits)
                 if surface is not None and witnessed:
                     timer.note_witnessed(surface)
                 elif surface is not None and blocked:
                     timer.note_blocked(surface)
+                if surface is not None and state[WITNESSED] == 1 and refused \
+                        and any(w > timer.position[0] for w in waits):
+                    # refused by an exchange after the stop: the fence ran after it, the boundaries up to it precede it
+                    aim.before_check(surface, *timer.position)
             else:
                 timer.disarm(witnessed=witnessed, blocked=blocked, counted=ok)
             state[STRIKE] = state[WITNESSED] = state[AGAIN] = 0
-        elif opened.pop("counting", None) is not None:
-            timer.disarm(counted=ok)
+        elif "counting" in opened:
+            surface, store = opened.pop("counting"), opened.get("store")
+            if getattr(store, "strike_next", None) is None:
+                timer.disarm(counted=ok)
+            else:
+                seen, waits = store.strike_seen, store.strike_waits
+                store.strike_next(None)
+                if isinstance(seen, int) and seen > 0:
+                    timer.note_steps(surface, seen, exchanges=0, waits=0)
+                aim.note(surface, seen if isinstance(seen, int) else 0, waits)  # a child that counts nothing: once
 
     run_ids = list(keys)
     opened: dict[str, Any] = {}  # the store object once booted; while a wire store's child is struck, the surface
@@ -327,6 +353,20 @@ def worker_main(spec: WorkerSpec, state: Any, stop: Any, go: Any, board: Any = N
     leave()
     writer.complete(index, "ok")
     opened["store"] = store
+
+    def on_boot(boot_ns: int | None) -> None:
+        # a wire store's child restarts inside the call in flight: the boot is judged by a boot's bound (published as
+        # the `open` surface meanwhile), the call by its own from the boot's end (its `reboot` event says how long)
+        if boot_ns is None:
+            opened["surface"] = int(state[SURFACE])
+            state[SURFACE] = SURFACE_OPEN
+            return
+        state[SURFACE] = opened.pop("surface", int(state[SURFACE]))
+        state[SINCE_NS] += boot_ns
+        writer.event("reboot", {"i": int(state[OP_INDEX]), "boot_ns": int(boot_ns)})
+
+    if hasattr(store, "on_boot"):
+        store.on_boot = on_boot
     state[PHASE] = RUNNING
     ctx = WorkerContext(
         store=store,

@@ -62,3 +62,10 @@ def chatty(location: str, *, lease_ttl_ms: int):
     """A store that prints to stdout: the server must keep the protocol clean."""
     print("hello from a store that prints")
     return open_sqlite(location, lease_ttl_ms=lease_ttl_ms)
+
+
+def boots_slowly_and_dies_after_nth_append(location: str, *, lease_ttl_ms: int, n: str = "3", boot_s: str = "3"):
+    """`dies_after_nth_append` whose every child takes `boot_s` seconds to boot: the first boot is the worker's
+    `open`, every later one a restart inside the call after a death."""
+    time.sleep(float(boot_s))
+    return dies_after_nth_append(location, lease_ttl_ms=lease_ttl_ms, n=n)

@@ -182,3 +182,33 @@ def test_a_claim_store_round_trips_with_conflicts_typed(tmp_path):
         assert store.get("p", "t").owner is None and store.claim("p", "t", other).lease_epoch == 2
     finally:
         store.close()
+
+
+def test_soaks_own_server_runs_in_soaks_interpreter_whatever_python_the_path_names():
+    # a PATH without soak's environment names another Python, which died at its first strike for want of soak's
+    # dependencies: soak's own server is soak's code and runs in soak's interpreter
+    for command in ("python", "python3", "/usr/bin/python3.11"):
+        target = resolve(f"exec:{command} -m soak.stores.wire_server sqlite:")
+        assert target.factory.argv == [sys.executable, "-m", "soak.stores.wire_server", "sqlite:"]
+    assert resolve("exec:python -m vendor.server").factory.argv[0] == "python"  # a vendor's command is its own
+    assert resolve("exec:pythonic -m soak.stores.wire_server sqlite:").factory.argv[0] == "pythonic"
+
+
+def test_a_server_whose_strike_counter_cannot_load_answers_without_striking(monkeypatch, capsys, tmp_path):
+    import io
+    import json
+
+    from soak.stores import wire_server
+
+    monkeypatch.setitem(sys.modules, "soak.storm.strike", None)  # as under a Python without soak's dependencies
+    requests = [{"id": 0, "op": "hello", "args": {"version": 1, "kind": "runs", "location": str(tmp_path),
+                                                  "lease_ttl_ms": 1000, "options": {}}},
+                {"id": 1, "op": "acquire", "args": {"run_id": "r", "owner": "me"}, "strike": {"mode": "step", "k": 3}},
+                {"id": 2, "op": "load", "args": {"run_id": "r"}, "strike": {"mode": "step", "k": 0}}]
+    out = io.BytesIO()
+    assert wire_server.serve("memory:", io.BytesIO(b"".join(json.dumps(r).encode() + b"\n" for r in requests)),
+                             out) == 0
+    answers = [json.loads(line) for line in out.getvalue().splitlines()]
+    assert answers[1] == {"id": 1, "ok": {"run_id": "r", "owner": "me", "epoch": 1}}  # answered, no strike field
+    assert answers[2] == {"id": 2, "ok": []}
+    assert "strikes are ignored" in capsys.readouterr().err

@@ -134,3 +134,22 @@ def test_a_claims_storm_over_exec(tmp_path, spec, result):
     verdict = check_run(run_dir)
     assert verdict.result == result
     assert result == "pass" or "progress-fenced" in verdict.clauses
+
+
+def test_a_childs_boot_is_judged_by_a_boots_bound_not_the_calls(tmp_path):
+    # every child takes 3 s to boot against a call bound of 2 s: the workers' `open`, and the restart of a dead
+    # child inside the next call, are boots (a bound of their own, 60 s), so neither fails `call-returns`; the
+    # restarts are recorded with their length
+    run_dir = tmp_path / "run"
+    sc = dataclasses.replace(_scenario(kill_interval_s=0.0, pause_interval_s=0.0, strike_prob=0.0, workers=2,
+                                       call_timeout_s=2.0, time_bound_s=120.0),
+                             quorum={"takeovers": 2, "accepted_append": 6})
+    spec = f"{SERVER} tests.wire.stores:boots_slowly_and_dies_after_nth_append?n=2&boot_s=3"
+    info = run_storm(sc, resolve(spec), run_dir, progress=False)
+    assert info.status == "quorum", info.quorum_reached
+    assert not [e for e in _events(run_dir) if e["kind"] == "timeout-kill"]
+    reboots = [json.loads(line) for p in (run_dir / "history").glob("w*.jsonl")
+               for line in p.read_text().splitlines() if '"reboot"' in line]
+    assert reboots and all(r["v"]["boot_ns"] >= 3e9 for r in reboots)
+    verdict = check_run(run_dir)
+    assert verdict.result == "pass", [v.statement for v in verdict.violations]

@@ -260,18 +260,19 @@ export class Server {
     const id = req?.id ?? null;
     try {
       const strike = req?.strike;
-      const k = strike?.mode === 'step' && Number.isSafeInteger(strike.k) && strike.k > 0 && this.store !== null
-        && Object.hasOwn(OPS, req.op) ? strike.k : 0;
-      if (k === 0) return JSON.stringify({ id, ...(await this.answer(req)) });
+      // k 0 counts the call's boundaries without stopping (the worker learns n before its first strike)
+      const k = strike?.mode === 'step' && Number.isSafeInteger(strike.k) && strike.k >= 0 && this.store !== null
+        && Object.hasOwn(OPS, req.op) ? strike.k : -1;
+      if (k < 0) return JSON.stringify({ id, ...(await this.answer(req)) });
       this.steps.arm(k, [this.store.journal, this.store.transcripts]);
       let answer;
-      let seen;
+      let counted;
       try {
         answer = await this.answer(req);
       } finally {
-        seen = this.steps.disarm();
+        counted = this.steps.disarm();
       }
-      return JSON.stringify({ id, ...answer, strike: { seen } });
+      return JSON.stringify({ id, ...answer, strike: counted });
     } catch (err) {
       return JSON.stringify({ id, error: { type: 'ShimError', message: `could not answer: ${oneLine(err?.message ?? err)}` } });
     }
@@ -299,7 +300,9 @@ export class Server {
     if (spec === null) return { error: { type: 'ProtocolError', message: `unknown op ${JSON.stringify(op)} (wire protocol ${PROTOCOL})` } };
     let result;
     try {
-      result = await spec.call(this.store, args);
+      const pending = spec.call(this.store, args);
+      this.steps.settling(pending);
+      result = await pending;
     } catch (err) {
       return { error: err instanceof ShimError ? { type: err.name, message: err.message } : classify(err, spec.run(args) ?? null) };
     }

@@ -10,11 +10,13 @@ import { after, describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
 
 import { Server, classify, normalizeStore } from '../lib/wire.mjs';
+import { WAIT_FLOOR_NS, waits } from '../lib/steps.mjs';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const serve = join(here, '..', 'serve.mjs');
 const shaped = join(here, '..', 'fixtures', 'shaped-store.mjs');
 const memory = join(here, '..', 'examples', 'memory-store.mjs');
+const twoStatement = join(here, '..', 'examples', 'sqlite-two-statement.mjs');
 const location = mkdtempSync(join(tmpdir(), 'soak-js-shim-'));
 after(() => rmSync(location, { recursive: true, force: true }));
 
@@ -26,7 +28,7 @@ const b64 = (text) => Buffer.from(text).toString('base64');
 async function booted(module, options = {}) {
   const server = new Server(module);
   let id = 0;
-  const call = async (op, args = {}) => JSON.parse(await server.handle(JSON.stringify({ id: ++id, op, args })));
+  const call = async (op, args = {}, strike = undefined) => JSON.parse(await server.handle(JSON.stringify({ id: ++id, op, args, strike })));
   const h = JSON.parse(await server.handle(JSON.stringify(hello(options))));
   return { server, call, hello: h };
 }
@@ -260,6 +262,38 @@ describe('step-mode strikes', () => {
     assert.deepEqual(r.ok, lease('a', 1, 'r'));
     assert.ok(r.strike.seen >= 5, JSON.stringify(r)); // acquire in, check in, check out, the await, acquire out
     assert.deepEqual(stops, [3]);
+  });
+
+  it('k 0 counts the call without stopping', async () => {
+    const { r, stops } = await struck(0);
+    assert.deepEqual(r.ok, lease('a', 1, 'r'));
+    assert.deepEqual(stops, []);
+    assert.ok(r.strike.seen >= 5 && Array.isArray(r.strike.waits), JSON.stringify(r));
+  });
+
+  it('reports the boundaries that end a wait, never the hold or the shim\'s own continuations', () => {
+    const at = (gaps) => gaps.reduce((acc, g) => [...acc, acc[acc.length - 1] + BigInt(g)], [0n]);
+    const quick = 500;
+    const slow = 20 * WAIT_FLOOR_NS;
+    // boundaries 1..8: an exchange between 3 and 4, another between 6 and 7
+    const instants = at([quick, quick, slow, quick, quick, slow, quick]);
+    assert.deepEqual(waits(instants), [4, 7]);
+    assert.deepEqual(waits(instants, 3), [7]); // stopped at 3: the gap after it is the hold
+    assert.deepEqual(waits(instants, 0, 7), [4]); // from 7 on the call had settled
+    assert.deepEqual(waits(at([quick, quick, quick])), []); // no gap stands out
+    assert.deepEqual(waits(at([1, 1, 1, WAIT_FLOOR_NS - 1])), []); // under the floor however uneven
+  });
+
+  it('finds the window of a store whose fence check and write are two statements', async () => {
+    const { call } = await booted(twoStatement, { file: 'two-statement.db' });
+    const held = await call('acquire', { run_id: 'r', owner: 'a' });
+    let r;
+    for (let i = 0; i < 5; i++) {
+      r = await call('put_meta', { meta: { run_id: 'r', status: 'running', segments: i, payload: '' }, lease: held.ok }, { mode: 'step', k: 0 });
+      if (r.strike.waits.length >= 2) break;
+    }
+    assert.equal(r.ok, null);
+    assert.ok(r.strike.waits.length >= 2, JSON.stringify(r.strike)); // the SELECT of the check, then the write's
   });
 
   it('never stops past the last boundary, and leaves an unstruck call uncounted', async () => {

@@ -137,8 +137,6 @@ class HostAgent:
         self.host = host
         self.engine: Any = None
         self.thread: threading.Thread | None = None
-        self.offsets: dict[str, int] = {}
-        self.partial: dict[str, bytes] = {}
         self.local_dir: Path | None = None
 
     def code(self) -> str:
@@ -168,31 +166,22 @@ class HostAgent:
         self.engine.go_event.set()
         return self.clock()
 
-    def drain(self) -> dict[str, Any]:
-        """Every complete history line appended on this host since the last drain, by file, and the live workers."""
+    def drain(self, have: dict[str, int]) -> dict[str, Any]:
+        """Every complete history line of this host past `have` (file name -> the byte offset the orchestrator has
+        received up to), by file, with the offsets after them, and the live workers. The orchestrator holds the
+        offsets: a reply lost on the way (a partition, a timeout) is read again by the next drain, never dropped."""
+        from soak.storm.quorum import read_appended
+
         out: dict[str, bytes] = {}
+        offsets: dict[str, int] = {}
         hist = self.local_dir / "history" if self.local_dir else None
         if hist is not None and hist.is_dir():
             for path in sorted(hist.glob("*.jsonl")):
-                name = path.name
-                offset = self.offsets.get(name, 0)
-                try:
-                    with open(path, "rb") as fh:
-                        fh.seek(offset)
-                        data = fh.read()
-                except OSError:
-                    continue
-                if not data:
-                    continue
-                self.offsets[name] = offset + len(data)
-                data = self.partial.pop(name, b"") + data
-                head, sep, tail = data.rpartition(b"\n")
-                if tail:
-                    self.partial[name] = tail
-                if sep:
-                    out[name] = head + sep
+                data, end = read_appended(path, have.get(path.name, 0))
+                if data:
+                    out[path.name], offsets[path.name] = data, end
         engine = self.engine
-        return {"lines": out, "workers": engine.workers() if engine is not None else [],
+        return {"lines": out, "offsets": offsets, "workers": engine.workers() if engine is not None else [],
                 "error": engine.error if engine is not None else None,
                 "done": bool(engine is not None and engine.done.is_set())}
 

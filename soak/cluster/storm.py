@@ -25,7 +25,7 @@ import dill
 from soak.errors import HarnessError, ScenarioError
 from soak.history import now_ns
 from soak.rundir import write_json
-from soak.storm.orchestrator import _Display, _Storm
+from soak.storm.orchestrator import _Storm
 from soak.storm.worker import derive_seed
 
 __all__ = ["ClusterStorm", "ClusterSpec", "HostSpec"]
@@ -33,6 +33,7 @@ __all__ = ["ClusterStorm", "ClusterSpec", "HostSpec"]
 _SHIP_S = 0.1  # how often each host's new history lines are shipped
 _CLOCK_S = 1.0  # how often each host's clock is sampled during the storm
 _CALL_TIMEOUT_S = 10.0  # an agent that does not answer within this is lost
+_SHIP_WAIT_S = 0.05  # how long a shipping round waits for the hosts' answers before the loop goes on
 
 
 @dataclass
@@ -68,6 +69,9 @@ class _Agent:
     workers: list[dict[str, Any]] = field(default_factory=list)
     summary: dict[str, Any] = field(default_factory=dict)
     ops: int = 0
+    have: dict[str, int] = field(default_factory=dict)  # its history file -> bytes shipped (its drain's offsets)
+    pending: tuple[Any, int] | None = None  # its drain in flight and when it was asked
+    slowest_drain_ns: int = 0  # the longest a drain of it went unanswered
 
 
 class ClusterStorm(_Storm):
@@ -119,6 +123,7 @@ class ClusterStorm(_Storm):
     def ship(self, agent: _Agent, reply: dict[str, Any]) -> None:
         for name, data in sorted(reply.get("lines", {}).items()):
             self._write(agent.host.name, name, data)
+        agent.have.update(reply.get("offsets", {}))
         agent.workers = reply.get("workers", agent.workers)
 
     def ship_rest(self, agent: _Agent) -> None:
@@ -126,22 +131,12 @@ class ClusterStorm(_Storm):
         disk outlives its processes); on a real host the lines not yet shipped are lost, and stay unknown."""
         if not (self.cluster.shared_fs and agent.local_dir):
             return
-        hist = Path(agent.local_dir) / "history"
-        for path in sorted(hist.glob("*.jsonl")):
-            name = self._file_name(agent.host.name, path.name)
-            shipped = self.history_dir / name
-            have = shipped.stat().st_size if shipped.is_file() else 0
-            data = path.read_bytes()
-            # the shipped file holds the same lines rewritten; count the lines shipped, then add the rest
-            n = 0
-            if have:
-                with open(shipped, "rb") as fh:
-                    n = sum(1 for _ in fh)
-            lines = data.split(b"\n")
-            complete = lines[:-1]
-            rest = complete[n:]
-            if rest:
-                self._write(agent.host.name, path.name, b"\n".join(rest) + b"\n")
+        from soak.storm.quorum import read_appended
+
+        for path in sorted((Path(agent.local_dir) / "history").glob("*.jsonl")):
+            data, _ = read_appended(path, agent.have.get(path.name, 0))  # a line cut short by the kill is lost
+            if data:
+                self._write(agent.host.name, path.name, data)
 
     def killed(self, agent: _Agent, complete: bool) -> None:
         """After a host-kill, once its history is complete (its workers were frozen before the last drain, or its
@@ -178,23 +173,46 @@ class ClusterStorm(_Storm):
                 pass
         self.ship_rest(agent)
 
-    def drain_all(self) -> None:
-        live = [a for a in self.agents if a.lost is None]
-        futures = []
-        for a in live:
-            try:
-                futures.append((a, a.actor.drain()))
-            except Exception as exc:  # noqa: BLE001 - a lost host
-                self.lose(a, f"drain failed: {type(exc).__name__}: {exc}")
-        for a, fut in futures:
-            try:
-                reply = fut.result(timeout=_CALL_TIMEOUT_S)
-            except Exception as exc:  # noqa: BLE001
-                self.lose(a, f"its agent stopped answering ({type(exc).__name__}: {str(exc)[:200]})")
-                continue
-            self.ship(a, reply)
-            if reply.get("error"):
-                self.lose(a, f"its agent failed: {reply['error'].strip().splitlines()[-1]}")
+    def drain_all(self, settle: bool = False) -> None:
+        """Ship what every live host appended. One drain is in flight per host, so a host that does not answer
+        (partitioned from the orchestrator, overloaded) holds up neither the others nor the loop: its answer is
+        shipped when it comes (the drain names the offsets shipped so far, so nothing is lost or sent twice), and a
+        drain unanswered for `_CALL_TIMEOUT_S` loses the host. `settle`: wait until every live host has answered a
+        drain asked now, so that everything its workers wrote so far is shipped."""
+        for _ in range(2 if settle else 1):  # the drains in flight, then (settle) one asked after them
+            live = [a for a in self.agents if a.lost is None]
+            for a in live:
+                if a.pending is None:
+                    try:
+                        a.pending = (a.actor.drain(dict(a.have)), now_ns())
+                    except Exception as exc:  # noqa: BLE001 - a lost host
+                        self.lose(a, f"drain failed: {type(exc).__name__}: {exc}")
+            deadline = now_ns() + int((_CALL_TIMEOUT_S if settle else _SHIP_WAIT_S) * 1e9)
+            while True:
+                waiting = False
+                for a in live:
+                    if a.pending is None or a.lost is not None:
+                        continue
+                    fut, asked = a.pending
+                    if fut.done():
+                        a.pending = None
+                        a.slowest_drain_ns = max(a.slowest_drain_ns, now_ns() - asked)
+                        try:
+                            reply = fut.result(timeout=1)
+                        except Exception as exc:  # noqa: BLE001
+                            self.lose(a, f"its agent failed to drain ({type(exc).__name__}: {str(exc)[:200]})")
+                            continue
+                        self.ship(a, reply)
+                        if reply.get("error"):
+                            self.lose(a, f"its agent failed: {reply['error'].strip().splitlines()[-1]}")
+                    elif now_ns() - asked > _CALL_TIMEOUT_S * 1e9:
+                        a.pending = None
+                        self.lose(a, f"its agent stopped answering (a drain unanswered for {_CALL_TIMEOUT_S:g} s)")
+                    else:
+                        waiting = True
+                if not waiting or now_ns() >= deadline:
+                    break
+                time.sleep(0.002)
 
     # -- the loop -----------------------------------------------------------------------------------
 
@@ -251,58 +269,35 @@ class ClusterStorm(_Storm):
         faults = self.cluster.faults
         if faults is not None:
             faults.begin(self, self.go_ns)
-        bound = start + int(self.sc.time_bound_s * 1e9)
-        display = _Display(self.sc.quorum, self.sc.time_bound_s, enabled=self.show_progress)
-        quorum_at: float | None = None
-        last_ship = last_sample = last_clock = 0
+        # the time bound counts from the boot barrier, as on one machine: starting the agents takes seconds
+        bound = self.go_ns + int(self.sc.time_bound_s * 1e9)
         extra: dict[str, Any] = {}
         status = "running"
+        last_clock = 0
+
+        def ship(now: int) -> None:
+            nonlocal last_clock
+            self.drain_all()
+            if now - last_clock >= _CLOCK_S * 1e9:
+                last_clock = now
+                for a in self.agents:
+                    # only a host that just answered its drain: one that does not would block the loop
+                    if a.lost is None and a.pending is None:
+                        try:
+                            self.clocks.sample(a.host.name, lambda a=a: self._call(a, "clock", timeout=2))
+                        except Exception:  # noqa: BLE001 - the next drain notices a lost host
+                            pass
+
+        def step(now: int) -> str | None:
+            if all(a.lost is not None for a in self.agents):
+                info.error = "every host of the cluster was lost"
+                return "workers-lost"
+            if faults is not None:
+                faults.step(self, now)
+            return None
+
         try:
-            with display:
-                while True:
-                    now = now_ns()
-                    if now - last_ship >= _SHIP_S * 1e9:
-                        last_ship = now
-                        self.drain_all()
-                        self.quorum.poll()
-                        display.update(self.quorum.counts(), (now - start) / 1e9)
-                        if now - last_sample >= 1_000_000_000:
-                            last_sample = now
-                            self._sample(now - start)
-                        if self.quorum.met():
-                            quorum_at = (now - start) / 1e9
-                            status = "quorum"
-                            break
-                        if self.early_found.value:
-                            status = "violation"
-                            extra["stopped_early"] = {"reason": "violation", "at_s": round((now - start) / 1e9, 3)}
-                            break
-                        suspects = self.quorum.suspects
-                        if self.sc.stop_on_suspect and suspects:
-                            status = "suspect"
-                            extra["stopped_early"] = {"reason": suspects[0]["reason"],
-                                                      "at_s": round((now - start) / 1e9, 3), "suspect": suspects[0]}
-                            break
-                    if now - last_clock >= _CLOCK_S * 1e9:
-                        last_clock = now
-                        for a in self.agents:
-                            if a.lost is None:
-                                try:
-                                    self.clocks.sample(a.host.name, lambda a=a: self._call(a, "clock", timeout=2))
-                                except Exception:  # noqa: BLE001 - the next drain notices a lost host
-                                    pass
-                    if self.interrupted:
-                        status = "interrupted"
-                        break
-                    if now >= bound:
-                        status = "timeout"
-                        break
-                    if all(a.lost is not None for a in self.agents):
-                        status, info.error = "workers-lost", "every host of the cluster was lost"
-                        break
-                    if faults is not None:
-                        faults.step(self, now)
-                    time.sleep(0.01)
+            status = self.loop(start, bound, extra, step, every_s=_SHIP_S, before_tick=ship)
         finally:
             self.early_stop.value = 1
             extra.update(self.stop_all())
@@ -324,27 +319,9 @@ class ClusterStorm(_Storm):
             unexpected += s.get("unexpected_exits", 0)
         extra["hung_calls"] = hung
         extra["strikes"] = strikes
-        self.quorum.poll()
-        self.quorum.finish()
-        self._sample(now_ns() - start)
-        extra["time_to_quorum_s"] = quorum_at
-        extra["elapsed_s"] = round((now_ns() - start) / 1e9, 3)
         extra["respawns"] = respawns
         extra["unexpected_exits"] = unexpected
-        extra["counts"] = self.quorum.counts()
-        rates = getattr(self.workload, "storm_rates", None)
-        if rates is not None:
-            running_s = (self.stopped_ns - (self.go_ns or start)) / 1e9
-            extra["running_s"] = round(running_s, 3)
-            extra.update(rates(self.sc, extra["counts"], running_s))
-        coverage = getattr(self.workload, "coverage", None)
-        if coverage is not None:
-            extra["coverage"] = coverage(extra["counts"])
-        extra["suspects"] = len(self.quorum.suspects)
-        extra["first_suspects"] = self.quorum.suspects[:20]
-        extra["boot_failures"] = self.quorum.boot_failures[:20]
-        extra["crashes"] = self.quorum.crashes[:20]
-        extra["workers"] = {name: dict(st) for name, st in sorted(self.quorum.per_worker.items())}
+        self.summarize(extra, start)
         extra["cluster"] = self.host_table()
         clocks = self.clocks.summary()
         write_json(self.run_dir / "clocks.json", clocks)
@@ -352,14 +329,16 @@ class ClusterStorm(_Storm):
         return extra
 
     def host_table(self) -> dict[str, Any]:
-        """Per host: its slots, whether (and why) it was lost, its operations and throughput."""
+        """Per host: its slots, whether (and why) it was lost, its operations and throughput, and the longest its
+        history went unshipped (a drain unanswered: a partition from the orchestrator, a loaded host)."""
         per: dict[str, dict[str, Any]] = {}
         by_worker = self.quorum.per_worker
         running_s = max(1e-9, (self.stopped_ns - (self.go_ns or self.stopped_ns)) / 1e9)
         for a in self.agents:
             ops = sum(st["ops"] for name, st in by_worker.items() if int(name[1:].split(".")[0]) in a.slots)
             per[a.host.name] = {"worker": a.host.worker, "netns": a.host.netns, "slots": a.slots, "lost": a.lost,
-                                "ops": ops, "ops_per_s": round(ops / running_s, 1)}
+                                "ops": ops, "ops_per_s": round(ops / running_s, 1),
+                                "slowest_drain_ms": round(a.slowest_drain_ns / 1e6, 1)}
         return per
 
     def stop_all(self) -> dict[str, Any]:
@@ -383,7 +362,7 @@ class ClusterStorm(_Storm):
                 a.summary = reply.get("summary") or {}
             except Exception as exc:  # noqa: BLE001
                 self.lose(a, f"its agent did not stop ({type(exc).__name__})")
-        self.drain_all()
+        self.drain_all(settle=True)
         for a in self.agents:
             if a.lost is None:
                 try:

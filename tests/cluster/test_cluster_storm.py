@@ -48,7 +48,8 @@ def _no_leftovers():
 @pytest.mark.postgres
 def test_reference_passes_on_three_hosts_through_host_kill_pause_and_partition(tmp_path):
     info, out, verdict = _storm(tmp_path, PG, time_bound_s=90.0, host_kill_interval_s=4.0,
-                                host_pause_interval_s=3.0, host_partition_interval_s=2.0, host_partition_ms=600)
+                                host_pause_interval_s=3.0, host_partition_interval_s=2.0, host_partition_ms=600,
+                                host_partition_from=["store", "orchestrator"])
     assert info.status == "quorum", info.error
     assert verdict.result == "pass", verdict.summary()
     hosts = {}
@@ -77,6 +78,41 @@ def test_reference_passes_on_three_hosts_through_host_kill_pause_and_partition(t
     html = build_report(out).read_text()
     assert "<h2>Hosts</h2>" in html and (out / "hosts.png").stat().st_size > 0
     assert all(f"<td>{h}</td>" in html for h in ("h0", "h1", "h2"))
+    _no_leftovers()
+
+
+@needs_netns
+@pytest.mark.postgres
+def test_a_host_cut_off_the_orchestrator_goes_on_with_the_store_and_its_history_arrives(tmp_path):
+    """For 2.5 s at a time a host's namespace drops every packet to the bridge address (the scheduler, the
+    orchestrator's connections): no drain reaches its agent, while its workers go on with the store. Nothing of its
+    history is lost (the drain names the offsets shipped), it is not lost as a host, and the reference passes."""
+    info, out, verdict = _storm(tmp_path, PG, time_bound_s=90.0, host_partition_interval_s=2.0,
+                                host_partition_ms=2500, host_partition_from=["orchestrator"])
+    assert info.status == "quorum", info.error
+    assert verdict.result == "pass", verdict.summary()
+    events = [(r["kind"], r["ts"], r["v"]) for name, r in _records(out) if name == "nemesis.jsonl"]
+    cuts = [(ts, v) for k, ts, v in events if k == "host-partition"]
+    heals = [(ts, v) for k, ts, v in events if k == "host-heal"]
+    assert cuts and all(v["from"] == "orchestrator" for _, v in cuts + heals), cuts
+    assert not [v for k, _, v in events if k == "host-lost"]
+    storm = json.loads((out / "storm.json").read_text())
+    table = storm["cluster"]
+    cut_hosts = {v["host"] for _, v in cuts}
+    # the partition really cut its agent off: at each heal of a full-length partition (not one the storm's end cut
+    # short) its drain had gone unanswered most of the 2.5 s
+    full = [hv for ts, hv in heals
+            if ts - max(t for t, v in cuts if v["host"] == hv["host"] and t < ts) >= 2_500_000_000]
+    assert full and all(v["unanswered_ms"] > 1250 for v in full), heals
+    assert max(table[h]["slowest_drain_ms"] for h in cut_hosts) > 1250, table
+    # while cut off the orchestrator, its workers completed operations on the store: shipped after the heal
+    start, v = cuts[0]
+    end = next(ts for ts, hv in heals if hv["host"] == v["host"] and ts > start)
+    done = [r for name, r in _records(out) if name.startswith("w") and r.get("h") == v["host"]
+            and r["t"] in ("ok", "fail") and start < r["ts"] < end]
+    assert done, f"{v['host']} completed nothing while cut off the orchestrator"
+    html = build_report(out).read_text()
+    assert "from the orchestrator" in html
     _no_leftovers()
 
 

@@ -47,7 +47,7 @@ _LOADED = code_digest()
 
 def _engine_class() -> Any:
     from soak.storm.orchestrator import _Storm
-    from soak.storm.worker import PHASE, READY
+    from soak.storm.worker import OP_INDEX, PHASE, READY, TENURE_EPOCH, TENURE_KEY, TENURE_OP, WANTED
 
     class _HostEngine(_Storm):
         """The storm engine over one host's worker slots; the central orchestrator owns the quorum and the end."""
@@ -127,6 +127,34 @@ def _engine_class() -> Any:
         def workers(self) -> list[dict[str, Any]]:
             return [{"name": h.name, "pid": h.pid, "slot": h.slot} for h in self.live() if h.alive()]
 
+        def tenures(self) -> list[dict[str, Any]]:
+            """This host's workers holding a tenure, for the orchestrator to relay to the other hosts' nemeses."""
+            return [{"name": h.name, "key": int(h.state[TENURE_KEY]), "epoch": int(h.state[TENURE_EPOCH]),
+                     "calls": int(h.state[OP_INDEX]) - int(h.state[TENURE_OP])}
+                    for h in self.targets() if h.alive() and not h.killed and int(h.state[TENURE_KEY]) >= 0]
+
+        def free_workers(self) -> list[Any]:
+            return [h for h in self.targets() if h.alive() and not h.killed and h.paused_since is None
+                    and int(h.state[TENURE_KEY]) < 0]
+
+        def wants(self) -> list[list[int]]:
+            """The held strikes past their lease that no worker of this host could be asked to take over (each
+            [run key, epoch]): the orchestrator asks a worker of another host."""
+            return [[w.hold.key, w.hold.epoch] for w in list(self.nemesis.paused)
+                    if w.hold is not None and not w.hold.asked and w.hold.successor is None
+                    and self.now() >= w.hold.expires_ns]
+
+        def relay(self, tenures: list[dict[str, Any]], want: list[int]) -> None:
+            """What the other hosts hold (a held strike's successor may run there), and the runs another host's
+            held strike wants taken over: a free worker here is asked, as the nemesis asks one of its own."""
+            from soak.storm.nemesis import RemoteTenure
+
+            self.nemesis.remote = tuple(RemoteTenure(**t) for t in tenures)
+            for key in want:
+                free = self.free_workers()
+                if free:
+                    min(free, key=lambda o: o.slot).state[WANTED] = key + 1
+
     return _HostEngine
 
 
@@ -166,11 +194,18 @@ class HostAgent:
         self.engine.go_event.set()
         return self.clock()
 
-    def drain(self, have: dict[str, int]) -> dict[str, Any]:
+    def drain(self, have: dict[str, int], relay: dict[str, Any] | None = None) -> dict[str, Any]:
         """Every complete history line of this host past `have` (file name -> the byte offset the orchestrator has
         received up to), by file, with the offsets after them, and the live workers. The orchestrator holds the
-        offsets: a reply lost on the way (a partition, a timeout) is read again by the next drain, never dropped."""
+        offsets: a reply lost on the way (a partition, a timeout) is read again by the next drain, never dropped.
+
+        `relay` (the orchestrator's, from the other hosts' last drains): their tenures and the runs their held
+        strikes want taken over (`_HostEngine.relay`); the reply carries this host's own (`tenures`, `wants`)."""
         from soak.storm.quorum import read_appended
+
+        engine = self.engine
+        if relay and engine is not None and engine.go_event.is_set():
+            engine.relay(relay.get("tenures", []), relay.get("want", []))
 
         out: dict[str, bytes] = {}
         offsets: dict[str, int] = {}
@@ -180,8 +215,9 @@ class HostAgent:
                 data, end = read_appended(path, have.get(path.name, 0))
                 if data:
                     out[path.name], offsets[path.name] = data, end
-        engine = self.engine
-        return {"lines": out, "offsets": offsets, "workers": engine.workers() if engine is not None else [],
+        cross = {"tenures": engine.tenures(), "wants": engine.wants(), "free": len(engine.free_workers())} if (
+            engine is not None and engine.go_event.is_set() and engine.error is None) else {}
+        return {"lines": out, "offsets": offsets, **cross, "workers": engine.workers() if engine is not None else [],
                 "error": engine.error if engine is not None else None,
                 "done": bool(engine is not None and engine.done.is_set())}
 

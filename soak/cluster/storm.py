@@ -72,6 +72,10 @@ class _Agent:
     have: dict[str, int] = field(default_factory=dict)  # its history file -> bytes shipped (its drain's offsets)
     pending: tuple[Any, int] | None = None  # its drain in flight and when it was asked
     slowest_drain_ns: int = 0  # the longest a drain of it went unanswered
+    # from its last drain: its workers' tenures, its held strikes wanting a successor, its workers free to be one
+    tenures: list[dict[str, Any]] = field(default_factory=list)
+    wants: list[list[int]] = field(default_factory=list)
+    free: int = 0
 
 
 class ClusterStorm(_Storm):
@@ -87,6 +91,7 @@ class ClusterStorm(_Storm):
         self.files: dict[str, Any] = {}  # run-dir history file name -> fd
         self.spawned: dict[str, dict[str, Any]] = {}  # host -> its workers spawned and not yet ended -> pid
         self.host_rng = random.Random(derive_seed(scenario.seed, -4, 0))
+        self.relayed: set[tuple[str, int, int]] = set()  # (host, run key, epoch): held strikes a successor was asked for
 
     # -- shipping -----------------------------------------------------------------------------------
 
@@ -124,6 +129,7 @@ class ClusterStorm(_Storm):
         for name, data in sorted(reply.get("lines", {}).items()):
             self._write(agent.host.name, name, data)
         agent.have.update(reply.get("offsets", {}))
+        agent.tenures, agent.wants, agent.free = reply.get("tenures", []), reply.get("wants", []), reply.get("free", 0)
         agent.workers = reply.get("workers", agent.workers)
 
     def ship_rest(self, agent: _Agent) -> None:
@@ -173,6 +179,25 @@ class ClusterStorm(_Storm):
                 pass
         self.ship_rest(agent)
 
+    def relays(self, live: list[_Agent]) -> dict[str, dict[str, Any]]:
+        """What each host's next drain carries of the others: their tenures (a held strike's successor may be one of
+        them) and the runs their held strikes want taken over, each asked of one other host with a free worker
+        (the one with the most), once. On one machine the nemesis sees every worker; across hosts it sees its own
+        host's, and a host of one or two workers rarely has one free: its strikes would be held to the cap with no
+        successor asked or seen, never where a takeover gets in mid-call."""
+        out = {a.host.name: {"tenures": [t for b in live if b is not a for t in b.tenures], "want": []} for a in live}
+        for a in live:
+            for key, epoch in a.wants:
+                if (a.host.name, key, epoch) in self.relayed:
+                    continue
+                others = sorted((b for b in live if b is not a and b.free > 0 and b.pending is None),
+                                key=lambda b: (-b.free, b.host.name))
+                if others:
+                    self.relayed.add((a.host.name, key, epoch))
+                    others[0].free -= 1
+                    out[others[0].host.name]["want"].append(key)
+        return out
+
     def drain_all(self, settle: bool = False) -> None:
         """Ship what every live host appended. One drain is in flight per host, so a host that does not answer
         (partitioned from the orchestrator, overloaded) holds up neither the others nor the loop: its answer is
@@ -181,10 +206,11 @@ class ClusterStorm(_Storm):
         drain asked now, so that everything its workers wrote so far is shipped."""
         for _ in range(2 if settle else 1):  # the drains in flight, then (settle) one asked after them
             live = [a for a in self.agents if a.lost is None]
+            relays = self.relays(live)
             for a in live:
                 if a.pending is None:
                     try:
-                        a.pending = (a.actor.drain(dict(a.have)), now_ns())
+                        a.pending = (a.actor.drain(dict(a.have), relays[a.host.name]), now_ns())
                     except Exception as exc:  # noqa: BLE001 - a lost host
                         self.lose(a, f"drain failed: {type(exc).__name__}: {exc}")
             deadline = now_ns() + int((_CALL_TIMEOUT_S if settle else _SHIP_WAIT_S) * 1e9)

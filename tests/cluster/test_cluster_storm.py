@@ -179,6 +179,8 @@ def test_without_namespaces_plain_local_dask_workers_still_storm_and_say_so(tmp_
     (["--hosts", "2"], "needs a networked store"),
     (["--cluster", "scheduler:8786", "--store", "redis://127.0.0.1:6379/0"], "tcp://HOST:PORT"),
     (["--hosts", "2", "--store", "redis://127.0.0.1:6379/0", "--scenario", "networked"], "host_* faults"),
+    (["--hosts", "2", "--store", "redis://127.0.0.1:6379/0", "--set", "host_partition_from=orchestrator"],
+     'e.g. ["store", "orchestrator"]'),
 ])
 def test_bad_cluster_arguments_are_one_line_errors(args, words, tmp_path):
     out = subprocess.run([str(Path(sys.executable).parent / "soak"), "storm", *args, "--quiet", "--out", str(tmp_path / "run")], capture_output=True,

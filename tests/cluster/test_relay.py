@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import random
 import signal
-import subprocess
 from types import SimpleNamespace
 
 import pytest
@@ -17,15 +16,7 @@ from soak.scenario import load_scenario
 from soak.storm.nemesis import Nemesis, RemoteTenure, WorkerHandle, _wait_stopped
 from soak.storm.worker import (IN_CALL, OP_INDEX, PHASE, RUNNING, SINCE_NS, SLOTS, STRIKE, TENURE_EPOCH,
                                TENURE_EXPIRES_NS, TENURE_KEY, WITNESSED)
-
-
-class _Proc:
-    def __init__(self) -> None:
-        self.popen = subprocess.Popen(["sleep", "60"])
-        self.pid = self.popen.pid
-
-    def is_alive(self) -> bool:
-        return self.popen.poll() is None
+from tests.storm.test_strike import _Proc
 
 
 @pytest.fixture

@@ -159,8 +159,7 @@ class HostFaults:
         heal(agent.host.netns, self.store[0] if kind == "store" else self.orchestrator)
         # how long the host's agent had left its drain unanswered by then (a partition from the orchestrator: about
         # the partition's length; the history of that time is shipped when the answer comes)
-        pending = getattr(agent, "pending", None)
-        unanswered = round((now_ns() - pending[1]) / 1e6, 1) if pending else 0.0
+        unanswered = round((now_ns() - agent.pending[1]) / 1e6, 1) if agent.pending else 0.0
         storm.events.event("host-heal", {"host": host, "from": kind, "unanswered_ms": unanswered})
 
     def heal_all(self, storm: Any) -> None:

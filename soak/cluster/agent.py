@@ -68,6 +68,8 @@ def _engine_class() -> Any:
             self.go_event = threading.Event()
             self.done = threading.Event()
             self.stop_requested = False
+            self.frozen = False  # set by `HostAgent.freeze`: the loop stands still (the host is about to be killed)
+            self.idle = threading.Event()  # the loop has seen `frozen` and does nothing more
             self.summary: dict[str, Any] = {}
             self.error: str | None = None
 
@@ -89,6 +91,10 @@ def _engine_class() -> Any:
                 self.events.event("boot", {"workers": [h.name for h in self.handles], "host": self.host})
                 self.nemesis = self._nemesis(self.go_ns)
                 while not self.stop_requested:
+                    if self.frozen:  # no reaping, no replacing, no nemesis, no stop: the kill comes next
+                        self.idle.set()
+                        time.sleep(_TICK_S)
+                        continue
                     self.take_orders()
                     self.nemesis.step(self.live())
                     self.check_call_timeouts()
@@ -238,7 +244,10 @@ class HostAgent:
         wrote is then all there is, for a drain before the host is killed. Returns the workers frozen."""
         from soak.storm.nemesis import _wait_stopped
 
-        self.engine.stop_requested = True  # the engine loop must not continue or replace them now
+        # the engine loop must not continue, replace or stop them now: it stands still, and they are stopped where
+        # they are (a call in flight stays an invoke without completion: unknown)
+        self.engine.frozen = True
+        self.engine.idle.wait(1.0)
         frozen = []
         for h in self.engine.handles:
             try:

@@ -118,7 +118,7 @@ class HostFaults:
             frozen = True
         except Exception:  # noqa: BLE001 - killed anyway; what it wrote since the last drain may be lost
             frozen = False
-        storm.drain_all(settle=True)
+        storm.drain_all(settle=[agent])
         workers = [w["name"] for w in agent.workers]
         pids = self.kill_host(storm, agent)
         storm.events.event("host-kill", {"host": agent.host.name, "workers": workers, "pids": pids,

@@ -198,12 +198,13 @@ class ClusterStorm(_Storm):
                     out[others[0].host.name]["want"].append(key)
         return out
 
-    def drain_all(self, settle: bool = False) -> None:
+    def drain_all(self, settle: bool | list[_Agent] = False) -> None:
         """Ship what every live host appended. One drain is in flight per host, so a host that does not answer
         (partitioned from the orchestrator, overloaded) holds up neither the others nor the loop: its answer is
         shipped when it comes (the drain names the offsets shipped so far, so nothing is lost or sent twice), and a
-        drain unanswered for `_CALL_TIMEOUT_S` loses the host. `settle`: wait until every live host has answered a
-        drain asked now, so that everything its workers wrote so far is shipped."""
+        drain unanswered for `_CALL_TIMEOUT_S` loses the host. `settle` (True: every live host; or a list of hosts):
+        wait until each has answered a drain asked now, so that everything its workers wrote so far is shipped; the
+        others are waited for as usual (a host cut off the orchestrator must not hold up the kill of another)."""
         for _ in range(2 if settle else 1):  # the drains in flight, then (settle) one asked after them
             live = [a for a in self.agents if a.lost is None]
             relays = self.relays(live)
@@ -213,7 +214,8 @@ class ClusterStorm(_Storm):
                         a.pending = (a.actor.drain(dict(a.have), relays[a.host.name]), now_ns())
                     except Exception as exc:  # noqa: BLE001 - a lost host
                         self.lose(a, f"drain failed: {type(exc).__name__}: {exc}")
-            deadline = now_ns() + int((_CALL_TIMEOUT_S if settle else _SHIP_WAIT_S) * 1e9)
+            must = live if settle is True else [a for a in (settle or []) if a in live]
+            deadline = now_ns() + int(_SHIP_WAIT_S * 1e9)
             while True:
                 waiting = False
                 for a in live:
@@ -234,9 +236,9 @@ class ClusterStorm(_Storm):
                     elif now_ns() - asked > _CALL_TIMEOUT_S * 1e9:
                         a.pending = None
                         self.lose(a, f"its agent stopped answering (a drain unanswered for {_CALL_TIMEOUT_S:g} s)")
-                    else:
+                    elif a in must or now_ns() < deadline:
                         waiting = True
-                if not waiting or now_ns() >= deadline:
+                if not waiting:
                     break
                 time.sleep(0.002)
 

@@ -144,7 +144,7 @@ class ClusterStorm(_Storm):
             if data:
                 self._write(agent.host.name, path.name, data)
 
-    def killed(self, agent: _Agent, complete: bool) -> None:
+    def killed(self, agent: _Agent, complete: bool, how: str = "host_kill") -> None:
         """After a host-kill, once its history is complete (its workers were frozen before the last drain, or its
         disk is readable here): how each of its workers ended, as the nemesis's kill of one worker is recorded (a
         worker killed before it wrote anything never reached the store). Otherwise its unshipped lines are lost
@@ -154,7 +154,7 @@ class ClusterStorm(_Storm):
         for name, pid in sorted(self.spawned.pop(agent.host.name, {}).items()):
             started = (self.history_dir / f"{name}.jsonl").is_file()
             self.events.event("kill" if started else "exit",
-                              {"target": name, "pid": pid, "host": agent.host.name, "host_kill": True,
+                              {"target": name, "pid": pid, "host": agent.host.name, how: True,
                                **({} if started else {"forced": True, "phase": "starting"})})
 
     def _call(self, agent: _Agent, method: str, *args: Any, timeout: float = _CALL_TIMEOUT_S) -> Any:
@@ -171,13 +171,19 @@ class ClusterStorm(_Storm):
                                         "workers": sorted({*(w["name"] for w in agent.workers),
                                                            *self.spawned.get(agent.host.name, {})})})
         faults = self.cluster.faults
+        killed = False
         if faults is not None and "host-kill" not in why:
             # a host out of the storm must not go on writing behind it (the final state is read after the stop)
             try:
                 faults.kill_host(self, agent)
+                killed = True
             except Exception:  # noqa: BLE001 - unreachable: docs/cluster.md says what that leaves
                 pass
         self.ship_rest(agent)
+        if killed:
+            # how each of its workers ended, as for a host-kill (`host_lost` marks them): a worker spawned there that
+            # wrote nothing before the kill never reached the store, which its disk, read here, shows
+            self.killed(agent, complete, how="host_lost")
 
     def relays(self, live: list[_Agent]) -> dict[str, dict[str, Any]]:
         """What each host's next drain carries of the others: their tenures (a held strike's successor may be one of

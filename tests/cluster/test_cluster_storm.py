@@ -117,6 +117,28 @@ def test_a_host_cut_off_the_orchestrator_goes_on_with_the_store_and_its_history_
 
 
 @needs_netns
+@pytest.mark.postgres
+def test_a_host_cut_off_the_orchestrator_past_the_agent_timeout_is_lost_killed_and_read_from_its_disk(tmp_path):
+    """A 15 s partition from the orchestrator outlasts the agent timeout (10 s): the host is lost and killed, what
+    its disk holds is shipped, and each of its workers (a replacement spawned while it was cut off too) ends in a
+    kill event: the history is complete, and the reference passes, neither a false alarm nor a lost tail."""
+    info, out, verdict = _storm(tmp_path, PG, time_bound_s=90.0, host_partition_interval_s=3.0,
+                                host_partition_ms=15000, host_partition_from=["orchestrator"])
+    assert info.status == "quorum", info.error
+    assert verdict.result == "pass", verdict.summary()
+    events = [(r["kind"], r["v"]) for name, r in _records(out) if name == "nemesis.jsonl"]
+    lost = {v["host"] for k, v in events if k == "host-lost" and "drain unanswered" in v["why"]}
+    assert lost, events
+    spawned = {v["target"] for name, r in _records(out) if name.startswith("nemesis-") and r.get("h") in lost
+               for v in [r["v"]] if r.get("kind") == "spawn"}
+    ended = {v["target"] for k, v in events if k in ("kill", "exit") and v.get("host_lost")}
+    ended |= {r["v"]["target"] for name, r in _records(out) if name.startswith("nemesis-") and r.get("h") in lost
+              and r.get("kind") in ("kill", "exit", "timeout-kill")}
+    assert spawned and spawned <= ended, (spawned, ended)
+    _no_leftovers()
+
+
+@needs_netns
 @pytest.mark.redis
 def test_the_unfenced_lock_mutant_fails_on_three_hosts(tmp_path):
     info, out, verdict = _storm(tmp_path, "mutant:redis-setnx-lock", time_bound_s=90.0, stop_on_violation=True)

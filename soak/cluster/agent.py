@@ -56,7 +56,9 @@ def _engine_class() -> Any:
                      host: str, n_hosts: int) -> None:
             # the process-level nemesis of each host acts as often as the whole storm's would, divided among hosts
             scaled = dataclasses.replace(scenario, pause_interval_s=scenario.pause_interval_s * n_hosts,
-                                         kill_interval_s=scenario.kill_interval_s * n_hosts)
+                                         kill_interval_s=scenario.kill_interval_s * n_hosts,
+                                         net_cut_interval_s=scenario.net_cut_interval_s * n_hosts,
+                                         net_stall_interval_s=scenario.net_stall_interval_s * n_hosts)
             super().__init__(scaled, target, local_dir, progress=False)
             self.worker_sc = scenario
             self.location = Path(location)
@@ -97,17 +99,20 @@ def _engine_class() -> Any:
                         continue
                     self.take_orders()
                     self.nemesis.step(self.live())
+                    self.net.step(self.targets())  # this host's fault proxy, between its workers and the store
                     self.check_call_timeouts()
                     self.reap()
                     time.sleep(_TICK_S)
                 self.summary = self.stop_all()
                 self.summary.update(hung_calls=dict(self.hung), strikes=dict(self.nemesis.strikes),
-                                    respawns=self.respawns, unexpected_exits=self.unexpected_exits)
+                                    respawns=self.respawns, unexpected_exits=self.unexpected_exits,
+                                    net_faults=self.net.stop())
             except BaseException:  # noqa: BLE001 - the central orchestrator reports it
                 self.error = traceback.format_exc()[-4000:]
                 self.ready.set()
                 try:
                     self.stop_all()
+                    self.net.stop()
                 except Exception:
                     pass
             finally:

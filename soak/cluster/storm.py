@@ -12,6 +12,7 @@ whose agent is lost (killed, partitioned, crashed) is out of the storm: its oper
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import random
 import shutil
@@ -82,7 +83,12 @@ class ClusterStorm(_Storm):
     """The storm engine of `run_storm` across the hosts of `cluster`."""
 
     def __init__(self, scenario: Any, target: Any, run_dir: Path, progress: bool, *, cluster: ClusterSpec) -> None:
-        super().__init__(scenario, target, run_dir, progress)
+        # the network faults are each host's (a fault proxy on every host, between its workers and the store): the
+        # orchestrator itself starts none, and ships the whole scenario to the hosts
+        quiet = dataclasses.replace(scenario, net_latency_ms=0.0, net_jitter_ms=0.0, net_cut_interval_s=0.0,
+                                    net_stall_interval_s=0.0)
+        super().__init__(quiet, target, run_dir, progress)
+        self.host_sc = scenario
         from soak.cluster.clocks import Clocks
 
         self.cluster = cluster
@@ -113,6 +119,8 @@ class ClusterStorm(_Storm):
             obj = decode_line(raw)
             if "ts" in obj:
                 obj["ts"] = int(obj["ts"]) - offset  # onto the orchestrator's clock
+            if obj.get("kind") == "net-cut" and isinstance((obj.get("v") or {}).get("at_ns"), int):
+                obj["v"]["at_ns"] -= offset  # where the host's proxy cut, as the checker compares it with ts
             obj["h"] = host
             if obj.get("t") == "event" and obj.get("p") == "nemesis":
                 v = obj.get("v") or {}
@@ -286,7 +294,7 @@ class ClusterStorm(_Storm):
         self.events.event("cluster", {"hosts": [{"host": a.host.name, "worker": a.host.worker, "slots": a.slots,
                                                  "netns": a.host.netns} for a in self.agents],
                                       "note": self.cluster.note})
-        futures = [(a, a.actor.start(dill.dumps((self.sc, a.host.target, str(self.location), a.slots,
+        futures = [(a, a.actor.start(dill.dumps((self.host_sc, a.host.target, str(self.location), a.slots,
                                                  len(hosts))))) for a in self.agents if a.slots]
         for a, fut in futures:
             reply = fut.result(timeout=90)
@@ -343,8 +351,11 @@ class ClusterStorm(_Storm):
         hung: dict[str, int] = {}
         strikes: dict[str, int] = {}
         respawns = unexpected = 0
+        net: dict[str, int] = {}
         for a in self.agents:
             s = a.summary or {}
+            for k, v in ((s.get("net_faults") or {}).get("faults") or {}).items():
+                net[k] = net.get(k, 0) + v
             for k, v in (s.get("hung_calls") or {}).items():
                 hung[k] = hung.get(k, 0) + v
             for k, v in (s.get("strikes") or {}).items():
@@ -353,6 +364,8 @@ class ClusterStorm(_Storm):
             unexpected += s.get("unexpected_exits", 0)
         extra["hung_calls"] = hung
         extra["strikes"] = strikes
+        if net:
+            extra["net_faults"] = {"faults": net}
         extra["respawns"] = respawns
         extra["unexpected_exits"] = unexpected
         self.summarize(extra, start)
@@ -413,8 +426,8 @@ class ClusterStorm(_Storm):
 
 
 def check_cluster_scenario(scenario: Any, target: Any) -> None:
-    """Refuse what a storm across hosts cannot run: an embedded store, the network fault proxy, another workload."""
-    from soak.storm.netfault import net_faults_on, upstream_of
+    """Refuse what a storm across hosts cannot run: an embedded store, another workload."""
+    from soak.storm.netfault import upstream_of
 
     if scenario.workload != "runs":
         raise ScenarioError(f"a storm across hosts runs the runs workload only (this is {scenario.workload}); "
@@ -422,8 +435,5 @@ def check_cluster_scenario(scenario: Any, target: Any) -> None:
     if upstream_of(target) is None:
         raise ScenarioError(f"store {target.spec}: a storm across hosts needs a networked store every host can "
                             "reach (postgresql://... or redis://...)")
-    if net_faults_on(scenario):
-        raise ScenarioError("net_* faults: the fault proxy stands between workers and server on one machine; across "
-                            "hosts use the host_* faults (docs/cluster.md): set the net_* keys to 0")
     if scenario.workers < 1:
         raise ScenarioError("workers must be at least 1")

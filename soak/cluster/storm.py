@@ -98,6 +98,7 @@ class ClusterStorm(_Storm):
         self.spawned: dict[str, dict[str, Any]] = {}  # host -> its workers spawned and not yet ended -> pid
         self.host_rng = random.Random(derive_seed(scenario.seed, -4, 0))
         self.relayed: set[tuple[str, int, int]] = set()  # (host, run key, epoch): held strikes a successor was asked for
+        self.unrelayed: set[tuple[str, int, int]] = set()  # held strikes that wanted one while no other host had one free
 
     # -- shipping -----------------------------------------------------------------------------------
 
@@ -210,6 +211,8 @@ class ClusterStorm(_Storm):
                     self.relayed.add((a.host.name, key, epoch))
                     others[0].free -= 1
                     out[others[0].host.name]["want"].append(key)
+                else:
+                    self.unrelayed.add((a.host.name, key, epoch))
         return out
 
     def drain_all(self, settle: bool | list[_Agent] = False) -> None:
@@ -364,6 +367,8 @@ class ClusterStorm(_Storm):
             unexpected += s.get("unexpected_exits", 0)
         extra["hung_calls"] = hung
         extra["strikes"] = strikes
+        # held strikes whose successor was asked of another host, and those that found no other host's worker free
+        extra["strike_relays"] = {"asked": len(self.relayed), "none_free": len(self.unrelayed - self.relayed)}
         if net:
             extra["net_faults"] = {"faults": net}
         extra["respawns"] = respawns

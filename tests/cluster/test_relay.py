@@ -60,7 +60,7 @@ def _agent(name: str, **state) -> _Agent:
 
 
 def test_the_orchestrator_relays_each_hosts_tenures_to_the_others_and_asks_one_free_host_once():
-    storm = SimpleNamespace(relayed=set())
+    storm = SimpleNamespace(relayed=set(), unrelayed=set())
     h0 = _agent("h0", tenures=[{"name": "w0.1", "key": 2, "epoch": 7, "calls": 4}], free=0,
                 wants=[[1, 5]])  # its held strike of run 1, epoch 5, wants a successor
     h1 = _agent("h1", tenures=[], free=1)
@@ -70,5 +70,8 @@ def test_the_orchestrator_relays_each_hosts_tenures_to_the_others_and_asks_one_f
     assert out["h2"]["want"] == [1] and out["h1"]["want"] == [] and out["h0"]["want"] == []  # the most free
     again = ClusterStorm.relays(storm, [h0, h1, h2])  # h0 still reports it until a successor is seen
     assert all(not r["want"] for r in again.values())
-    busy = ClusterStorm.relays(SimpleNamespace(relayed=set()), [h0, _agent("h1", free=0)])
+    assert storm.relayed == {("h0", 1, 5)} and not storm.unrelayed
+    lonely = SimpleNamespace(relayed=set(), unrelayed=set())
+    busy = ClusterStorm.relays(lonely, [h0, _agent("h1", free=0)])
     assert busy["h1"]["want"] == []  # nobody free: nobody asked (the strike is held to its cap, as before)
+    assert lonely.unrelayed == {("h0", 1, 5)} and not lonely.relayed  # storm.json's strike_relays counts it

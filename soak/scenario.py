@@ -100,11 +100,14 @@ class Scenario:
     # host-level faults of a storm across hosts (`soak storm --hosts N` / `--cluster`; docs/cluster.md): every
     # host_kill_interval_s one whole host is killed (every process of it), every host_pause_interval_s every worker
     # of one host is paused for pause_ms, every host_partition_interval_s one host is cut off from the store for
-    # host_partition_ms (a packet filter in its namespace); 0 disables each
+    # host_partition_ms (a packet filter in its namespace); 0 disables each. host_partition_from: what a partition
+    # cuts the host off, drawn afresh for each one: "store" (its workers' calls hang), "orchestrator" (its agent
+    # cannot be reached while its workers go on), or both
     host_kill_interval_s: float = 0.0
     host_pause_interval_s: float = 0.0
     host_partition_interval_s: float = 0.0
     host_partition_ms: int = 0
+    host_partition_from: tuple[str, ...] = ("store",)
     # end the storm at the first suspect operation (the workload's counter says which); the checker still judges
     stop_on_suspect: bool = False
     # judge the history while the storm runs and end the storm at the first proven violation (the checker still
@@ -171,6 +174,17 @@ def number_key(lo: float, hi: float | None = None, *, open_lo: bool = False):
     return check, f"a number {sign} {lo}" + (f" and <= {hi}" if hi is not None else "")
 
 
+#: what a host can be partitioned from (`host_partition_from`; soak.cluster.faults)
+HOST_PARTITION_FROM = ("store", "orchestrator")
+
+
+def _partition_from():
+    def check(v: Any) -> bool:
+        return (isinstance(v, (list, tuple)) and bool(v) and len(set(v)) == len(v)
+                and all(isinstance(x, str) and x in HOST_PARTITION_FROM for x in v))
+    return check, 'a non-empty list of distinct names out of "store" and "orchestrator", e.g. ["store", "orchestrator"]'
+
+
 def _bool():
     return (lambda v: isinstance(v, bool)), "true or false"
 
@@ -209,6 +223,7 @@ _FIELDS: dict[str, tuple[Any, str]] = {
     "host_pause_interval_s": number_key(0),
     "host_partition_interval_s": number_key(0),
     "host_partition_ms": int_key(0),
+    "host_partition_from": _partition_from(),
 }
 #: The storm's own table; a workload adds its own (`Workload.option_tables`, e.g. the runs workload's `mix`).
 _QUORUM = "quorum"
@@ -287,7 +302,8 @@ def _build(data: dict[str, Any], source: str) -> Scenario:
             raise ScenarioError(f"{_where(source)}: unknown key {key!r}; known keys are {_known_keys(workload)}")
         if not check(value):
             raise ScenarioError(f"{_where(source)}: key {key!r} must be {accepts}, got {value!r}")
-        target[key] = float(value) if isinstance(default, float) else value
+        target[key] = float(value) if isinstance(default, float) else tuple(value) if isinstance(default, tuple) \
+            else value
     for table, (keys, check, accepts) in workload.option_tables.items():
         options[table] = _table(data, table, dict(getattr(base_options, table)), keys, check, accepts, source,
                                 lambda v: float(v) if isinstance(v, int) else v)
@@ -438,6 +454,8 @@ def _toml_value(v: Any) -> str:
         return repr(v)
     if isinstance(v, str):
         return '"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    if isinstance(v, (list, tuple)):
+        return "[" + ", ".join(_toml_value(x) for x in v) + "]"
     raise TypeError(f"cannot write {type(v).__name__} as TOML")
 
 

@@ -140,7 +140,8 @@ def simple_plan(checkers: tuple[tuple[str, Any], ...], load_state: Callable[[Pat
 
 def host_partitions(events: list[Any]) -> dict[str, list[tuple[float, float]]]:
     """Worker -> the windows (history ns) in which the nemesis had cut its host off the store (`host-partition`
-    to `host-heal`, a storm across hosts: soak.cluster.faults); a window never healed runs to the end.
+    to `host-heal` with `from` "store", a storm across hosts: soak.cluster.faults); a window never healed runs to
+    the end. A partition from the orchestrator is no window: the host's workers reached the store meanwhile.
 
     A worker's host is the one its slot ran on, as the storm's `cluster` event names the slots of each host."""
     host_of_slot: dict[int, str] = {}
@@ -157,6 +158,8 @@ def host_partitions(events: list[Any]) -> dict[str, list[tuple[float, float]]]:
                     host_of_slot[s] = h.get("host")
         elif ev.kind == "spawn" and isinstance(v.get("slot"), int):
             slots[v.get("target")] = v["slot"]
+        elif v.get("from", "store") != "store":
+            continue  # cut off the orchestrator: its workers still reached the store
         elif ev.kind == "host-partition":
             opened[v.get("host")] = ev.time
         elif ev.kind == "host-heal" and v.get("host") in opened:

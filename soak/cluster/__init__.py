@@ -100,7 +100,8 @@ def run_cluster_storm(scenario: Any, target: Any, out_dir: Any, *, hosts: int | 
                 addrs = {str(w.get("name")): a for a, w in client.scheduler_info(n_workers=-1)["workers"].items()}
                 specs = [HostSpec(h.name, addrs[h.name], host_target, h.netns, h.device, h.process)
                          for h in sim.hosts]
-                spec = ClusterSpec(client, specs, HostFaults(scenario, kill=_kill_simulated(sim), store=store_at),
+                spec = ClusterSpec(client, specs, HostFaults(scenario, kill=_kill_simulated(sim), store=store_at,
+                                                                orchestrator=sim.bridge_address),
                                    note=sim.note, shared_fs=True)
                 return run_storm(scenario, target, out_dir, progress=progress,
                                  engine=functools.partial(ClusterStorm, cluster=spec))

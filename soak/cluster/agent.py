@@ -47,7 +47,7 @@ _LOADED = code_digest()
 
 def _engine_class() -> Any:
     from soak.storm.orchestrator import _Storm
-    from soak.storm.worker import PHASE, READY
+    from soak.storm.worker import OP_INDEX, PHASE, READY, TENURE_EPOCH, TENURE_KEY, TENURE_OP, WANTED
 
     class _HostEngine(_Storm):
         """The storm engine over one host's worker slots; the central orchestrator owns the quorum and the end."""
@@ -56,7 +56,9 @@ def _engine_class() -> Any:
                      host: str, n_hosts: int) -> None:
             # the process-level nemesis of each host acts as often as the whole storm's would, divided among hosts
             scaled = dataclasses.replace(scenario, pause_interval_s=scenario.pause_interval_s * n_hosts,
-                                         kill_interval_s=scenario.kill_interval_s * n_hosts)
+                                         kill_interval_s=scenario.kill_interval_s * n_hosts,
+                                         net_cut_interval_s=scenario.net_cut_interval_s * n_hosts,
+                                         net_stall_interval_s=scenario.net_stall_interval_s * n_hosts)
             super().__init__(scaled, target, local_dir, progress=False)
             self.worker_sc = scenario
             self.location = Path(location)
@@ -68,6 +70,8 @@ def _engine_class() -> Any:
             self.go_event = threading.Event()
             self.done = threading.Event()
             self.stop_requested = False
+            self.frozen = False  # set by `HostAgent.freeze`: the loop stands still (the host is about to be killed)
+            self.idle = threading.Event()  # the loop has seen `frozen` and does nothing more
             self.summary: dict[str, Any] = {}
             self.error: str | None = None
 
@@ -89,19 +93,26 @@ def _engine_class() -> Any:
                 self.events.event("boot", {"workers": [h.name for h in self.handles], "host": self.host})
                 self.nemesis = self._nemesis(self.go_ns)
                 while not self.stop_requested:
+                    if self.frozen:  # no reaping, no replacing, no nemesis, no stop: the kill comes next
+                        self.idle.set()
+                        time.sleep(_TICK_S)
+                        continue
                     self.take_orders()
                     self.nemesis.step(self.live())
+                    self.net.step(self.targets())  # this host's fault proxy, between its workers and the store
                     self.check_call_timeouts()
                     self.reap()
                     time.sleep(_TICK_S)
                 self.summary = self.stop_all()
                 self.summary.update(hung_calls=dict(self.hung), strikes=dict(self.nemesis.strikes),
-                                    respawns=self.respawns, unexpected_exits=self.unexpected_exits)
+                                    respawns=self.respawns, unexpected_exits=self.unexpected_exits,
+                                    net_faults=self.net.stop())
             except BaseException:  # noqa: BLE001 - the central orchestrator reports it
                 self.error = traceback.format_exc()[-4000:]
                 self.ready.set()
                 try:
                     self.stop_all()
+                    self.net.stop()
                 except Exception:
                     pass
             finally:
@@ -127,6 +138,34 @@ def _engine_class() -> Any:
         def workers(self) -> list[dict[str, Any]]:
             return [{"name": h.name, "pid": h.pid, "slot": h.slot} for h in self.live() if h.alive()]
 
+        def tenures(self) -> list[dict[str, Any]]:
+            """This host's workers holding a tenure, for the orchestrator to relay to the other hosts' nemeses."""
+            return [{"name": h.name, "key": int(h.state[TENURE_KEY]), "epoch": int(h.state[TENURE_EPOCH]),
+                     "calls": int(h.state[OP_INDEX]) - int(h.state[TENURE_OP])}
+                    for h in self.targets() if h.alive() and not h.killed and int(h.state[TENURE_KEY]) >= 0]
+
+        def free_workers(self) -> list[Any]:
+            return [h for h in self.targets() if h.alive() and not h.killed and h.paused_since is None
+                    and int(h.state[TENURE_KEY]) < 0]
+
+        def wants(self) -> list[list[int]]:
+            """The held strikes past their lease that no worker of this host could be asked to take over (each
+            [run key, epoch]): the orchestrator asks a worker of another host."""
+            return [[w.hold.key, w.hold.epoch] for w in list(self.nemesis.paused)
+                    if w.hold is not None and not w.hold.asked and w.hold.successor is None
+                    and self.now() >= w.hold.expires_ns]
+
+        def relay(self, tenures: list[dict[str, Any]], want: list[int]) -> None:
+            """What the other hosts hold (a held strike's successor may run there), and the runs another host's
+            held strike wants taken over: a free worker here is asked, as the nemesis asks one of its own."""
+            from soak.storm.nemesis import RemoteTenure
+
+            self.nemesis.remote = tuple(RemoteTenure(**t) for t in tenures)
+            for key in want:
+                free = self.free_workers()
+                if free:
+                    min(free, key=lambda o: o.slot).state[WANTED] = key + 1
+
     return _HostEngine
 
 
@@ -137,8 +176,6 @@ class HostAgent:
         self.host = host
         self.engine: Any = None
         self.thread: threading.Thread | None = None
-        self.offsets: dict[str, int] = {}
-        self.partial: dict[str, bytes] = {}
         self.local_dir: Path | None = None
 
     def code(self) -> str:
@@ -168,31 +205,30 @@ class HostAgent:
         self.engine.go_event.set()
         return self.clock()
 
-    def drain(self) -> dict[str, Any]:
-        """Every complete history line appended on this host since the last drain, by file, and the live workers."""
+    def drain(self, have: dict[str, int], relay: dict[str, Any] | None = None) -> dict[str, Any]:
+        """Every complete history line of this host past `have` (file name -> the byte offset the orchestrator has
+        received up to), by file, with the offsets after them, and the live workers. The orchestrator holds the
+        offsets: a reply lost on the way (a partition, a timeout) is read again by the next drain, never dropped.
+
+        `relay` (the orchestrator's, from the other hosts' last drains): their tenures and the runs their held
+        strikes want taken over (`_HostEngine.relay`); the reply carries this host's own (`tenures`, `wants`)."""
+        from soak.storm.quorum import read_appended
+
+        engine = self.engine
+        if relay and engine is not None and engine.go_event.is_set():
+            engine.relay(relay.get("tenures", []), relay.get("want", []))
+
         out: dict[str, bytes] = {}
+        offsets: dict[str, int] = {}
         hist = self.local_dir / "history" if self.local_dir else None
         if hist is not None and hist.is_dir():
             for path in sorted(hist.glob("*.jsonl")):
-                name = path.name
-                offset = self.offsets.get(name, 0)
-                try:
-                    with open(path, "rb") as fh:
-                        fh.seek(offset)
-                        data = fh.read()
-                except OSError:
-                    continue
-                if not data:
-                    continue
-                self.offsets[name] = offset + len(data)
-                data = self.partial.pop(name, b"") + data
-                head, sep, tail = data.rpartition(b"\n")
-                if tail:
-                    self.partial[name] = tail
-                if sep:
-                    out[name] = head + sep
-        engine = self.engine
-        return {"lines": out, "workers": engine.workers() if engine is not None else [],
+                data, end = read_appended(path, have.get(path.name, 0))
+                if data:
+                    out[path.name], offsets[path.name] = data, end
+        cross = {"tenures": engine.tenures(), "wants": engine.wants(), "free": len(engine.free_workers())} if (
+            engine is not None and engine.go_event.is_set() and engine.error is None) else {}
+        return {"lines": out, "offsets": offsets, **cross, "workers": engine.workers() if engine is not None else [],
                 "error": engine.error if engine is not None else None,
                 "done": bool(engine is not None and engine.done.is_set())}
 
@@ -213,7 +249,10 @@ class HostAgent:
         wrote is then all there is, for a drain before the host is killed. Returns the workers frozen."""
         from soak.storm.nemesis import _wait_stopped
 
-        self.engine.stop_requested = True  # the engine loop must not continue or replace them now
+        # the engine loop must not continue, replace or stop them now: it stands still, and they are stopped where
+        # they are (a call in flight stays an invoke without completion: unknown)
+        self.engine.frozen = True
+        self.engine.idle.wait(1.0)
         frozen = []
         for h in self.engine.handles:
             try:

@@ -8,10 +8,14 @@ naming the host, its workers and what was done:
   the hosts (rounded down) are killed in one storm.
 - `host-pause`: every worker of the host is stopped (SIGSTOP) for `pause_ms`, by its agent (each stop also a
   `pause` event naming the worker); the agent itself keeps answering.
-- `host-partition`: for `host_partition_ms`, every packet the host sends to the store is dropped by a blackhole
-  route inside its namespace (the store's forwarder has an address of its own, so the host still reaches the
-  orchestrator): its calls hang, then complete late or fail (refused or unknown, never accepted unseen), then
-  `host-heal` lifts it. Simulated hosts only.
+- `host-partition` (`from`: `store` or `orchestrator`, drawn from the scenario's `host_partition_from`): for
+  `host_partition_ms`, a blackhole route inside the host's namespace drops every packet it sends to one address,
+  then `host-heal` lifts it. From the store: the store's forwarder has an address of its own, so the host still
+  reaches the orchestrator; its calls hang, then complete late or fail (refused or unknown, never accepted
+  unseen). From the orchestrator: the bridge's address, where the Dask scheduler listens and the orchestrator's
+  connections come from, so the host's workers go on with the store while no drain, clock sample or order
+  reaches its agent; its history is shipped when the link is back (a host silent past the agent timeout is lost,
+  its history read from its disk). Simulated hosts only.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ import subprocess
 from typing import Any
 
 from soak.errors import ScenarioError
+from soak.history import now_ns
 
 __all__ = ["HostFaults", "check_host_faults"]
 
@@ -53,13 +58,15 @@ def heal(netns: str, address: str) -> None:
 class HostFaults:
     """The schedule and the actions; `kill` and `store_port` come from the cluster that made the hosts."""
 
-    def __init__(self, scenario: Any, *, kill: Any, store: tuple[str, int] | None = None) -> None:
+    def __init__(self, scenario: Any, *, kill: Any, store: tuple[str, int] | None = None,
+                 orchestrator: str | None = None) -> None:
         self.sc = scenario
         self.kill_host = kill  # (storm, agent) -> list of pids killed
         self.store = store  # (address, port) the hosts reach the store at (a partition drops packets to it)
+        self.orchestrator = orchestrator  # the address the hosts reach the scheduler and orchestrator at
         self.rng: random.Random | None = None
         self.next: dict[str, int | None] = {}
-        self.partitioned: dict[str, tuple[Any, int]] = {}  # host -> (agent, heal at ns)
+        self.partitioned: dict[str, tuple[Any, int, str]] = {}  # host -> (agent, heal at ns, from what)
         self.counts: dict[str, int] = {}
 
     def _after(self, t: int, mean_s: float) -> int | None:
@@ -74,10 +81,12 @@ class HostFaults:
                      "partition": self._after(t, self.sc.host_partition_interval_s)}
 
     def step(self, storm: Any, now: int) -> None:
-        for host, (agent, until) in list(self.partitioned.items()):
+        for host, (agent, until, _) in list(self.partitioned.items()):
             if now >= until:
                 self._heal(storm, host, agent)
-        live = [a for a in storm.agents if a.lost is None]
+        # a host cut off the orchestrator cannot be given orders (pause, freeze before a kill) until it heals
+        live = [a for a in storm.agents if a.lost is None and self.partitioned.get(a.host.name, (0, 0, ""))[2]
+                != "orchestrator"]
         for kind, interval in (("kill", self.sc.host_kill_interval_s), ("pause", self.sc.host_pause_interval_s),
                                ("partition", self.sc.host_partition_interval_s)):
             due = self.next.get(kind)
@@ -109,7 +118,7 @@ class HostFaults:
             frozen = True
         except Exception:  # noqa: BLE001 - killed anyway; what it wrote since the last drain may be lost
             frozen = False
-        storm.drain_all()
+        storm.drain_all(settle=[agent])
         workers = [w["name"] for w in agent.workers]
         pids = self.kill_host(storm, agent)
         storm.events.event("host-kill", {"host": agent.host.name, "workers": workers, "pids": pids,
@@ -129,20 +138,30 @@ class HostFaults:
         self._count("host-pause")
 
     def _partition(self, storm: Any, agent: Any, now: int) -> None:
-        address, port = self.store
+        kinds = self.sc.host_partition_from
+        kind = kinds[0] if len(kinds) == 1 else self.rng.choice(kinds)
+        if kind == "store":
+            address, port = self.store
+            where = {"store": f"{address}:{port}"}
+        else:
+            address = self.orchestrator
+            where = {"orchestrator": address}
         # logged before the route is in place (the window then holds every packet it dropped), healed after
-        storm.events.event("host-partition", {"host": agent.host.name, "from": "store", "store": f"{address}:{port}",
+        storm.events.event("host-partition", {"host": agent.host.name, "from": kind, **where,
                                               "ms": self.sc.host_partition_ms,
                                               "workers": [w["name"] for w in agent.workers]})
-        self.partitioned[agent.host.name] = (agent, now + self.sc.host_partition_ms * 1_000_000)
+        self.partitioned[agent.host.name] = (agent, now + self.sc.host_partition_ms * 1_000_000, kind)
         partition_from(agent.host.netns, address)
         self._count("host-partition")
 
     def _heal(self, storm: Any, host: str, agent: Any) -> None:
-        heal(agent.host.netns, self.store[0])
-        del self.partitioned[host]
-        storm.events.event("host-heal", {"host": host, "from": "store"})
+        kind = self.partitioned.pop(host)[2]
+        heal(agent.host.netns, self.store[0] if kind == "store" else self.orchestrator)
+        # how long the host's agent had left its drain unanswered by then (a partition from the orchestrator: about
+        # the partition's length; the history of that time is shipped when the answer comes)
+        unanswered = round((now_ns() - agent.pending[1]) / 1e6, 1) if agent.pending else 0.0
+        storm.events.event("host-heal", {"host": host, "from": kind, "unanswered_ms": unanswered})
 
     def heal_all(self, storm: Any) -> None:
-        for host, (agent, _) in list(self.partitioned.items()):
+        for host, (agent, _, _) in list(self.partitioned.items()):
             self._heal(storm, host, agent)

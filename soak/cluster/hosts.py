@@ -267,10 +267,12 @@ def simulated_cluster(n: int, *, log_dir: str | os.PathLike[str] | None = None, 
     finally:
         for p in reversed(procs):
             _kill(p)
-        for h in hosts:
+        for i, h in enumerate(hosts):
             if h.netns:
                 kill_netns_processes(h.netns)
                 subprocess.run(["ip", "netns", "delete", h.netns], capture_output=True, timeout=10)
+                # the kernel frees a deleted namespace's veth end when it gets to it; deleting ours takes both now
+                subprocess.run(["ip", "link", "delete", f"skv{tag}h{i}"], capture_output=True, timeout=10)
         if made_bridge:
             subprocess.run(["ip", "link", "delete", bridge], capture_output=True, timeout=10)
         if own_logs:

@@ -12,6 +12,7 @@ whose agent is lost (killed, partitioned, crashed) is out of the storm: its oper
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import random
 import shutil
@@ -25,7 +26,7 @@ import dill
 from soak.errors import HarnessError, ScenarioError
 from soak.history import now_ns
 from soak.rundir import write_json
-from soak.storm.orchestrator import _Display, _Storm
+from soak.storm.orchestrator import _Storm
 from soak.storm.worker import derive_seed
 
 __all__ = ["ClusterStorm", "ClusterSpec", "HostSpec"]
@@ -33,6 +34,7 @@ __all__ = ["ClusterStorm", "ClusterSpec", "HostSpec"]
 _SHIP_S = 0.1  # how often each host's new history lines are shipped
 _CLOCK_S = 1.0  # how often each host's clock is sampled during the storm
 _CALL_TIMEOUT_S = 10.0  # an agent that does not answer within this is lost
+_SHIP_WAIT_S = 0.05  # how long a shipping round waits for the hosts' answers before the loop goes on
 
 
 @dataclass
@@ -68,13 +70,25 @@ class _Agent:
     workers: list[dict[str, Any]] = field(default_factory=list)
     summary: dict[str, Any] = field(default_factory=dict)
     ops: int = 0
+    have: dict[str, int] = field(default_factory=dict)  # its history file -> bytes shipped (its drain's offsets)
+    pending: tuple[Any, int] | None = None  # its drain in flight and when it was asked
+    slowest_drain_ns: int = 0  # the longest a drain of it went unanswered
+    # from its last drain: its workers' tenures, its held strikes wanting a successor, its workers free to be one
+    tenures: list[dict[str, Any]] = field(default_factory=list)
+    wants: list[list[int]] = field(default_factory=list)
+    free: int = 0
 
 
 class ClusterStorm(_Storm):
     """The storm engine of `run_storm` across the hosts of `cluster`."""
 
     def __init__(self, scenario: Any, target: Any, run_dir: Path, progress: bool, *, cluster: ClusterSpec) -> None:
-        super().__init__(scenario, target, run_dir, progress)
+        # the network faults are each host's (a fault proxy on every host, between its workers and the store): the
+        # orchestrator itself starts none, and ships the whole scenario to the hosts
+        quiet = dataclasses.replace(scenario, net_latency_ms=0.0, net_jitter_ms=0.0, net_cut_interval_s=0.0,
+                                    net_stall_interval_s=0.0)
+        super().__init__(quiet, target, run_dir, progress)
+        self.host_sc = scenario
         from soak.cluster.clocks import Clocks
 
         self.cluster = cluster
@@ -83,6 +97,8 @@ class ClusterStorm(_Storm):
         self.files: dict[str, Any] = {}  # run-dir history file name -> fd
         self.spawned: dict[str, dict[str, Any]] = {}  # host -> its workers spawned and not yet ended -> pid
         self.host_rng = random.Random(derive_seed(scenario.seed, -4, 0))
+        self.relayed: set[tuple[str, int, int]] = set()  # (host, run key, epoch): held strikes a successor was asked for
+        self.unrelayed: set[tuple[str, int, int]] = set()  # held strikes that wanted one while no other host had one free
 
     # -- shipping -----------------------------------------------------------------------------------
 
@@ -104,6 +120,8 @@ class ClusterStorm(_Storm):
             obj = decode_line(raw)
             if "ts" in obj:
                 obj["ts"] = int(obj["ts"]) - offset  # onto the orchestrator's clock
+            if obj.get("kind") == "net-cut" and isinstance((obj.get("v") or {}).get("at_ns"), int):
+                obj["v"]["at_ns"] -= offset  # where the host's proxy cut, as the checker compares it with ts
             obj["h"] = host
             if obj.get("t") == "event" and obj.get("p") == "nemesis":
                 v = obj.get("v") or {}
@@ -119,6 +137,8 @@ class ClusterStorm(_Storm):
     def ship(self, agent: _Agent, reply: dict[str, Any]) -> None:
         for name, data in sorted(reply.get("lines", {}).items()):
             self._write(agent.host.name, name, data)
+        agent.have.update(reply.get("offsets", {}))
+        agent.tenures, agent.wants, agent.free = reply.get("tenures", []), reply.get("wants", []), reply.get("free", 0)
         agent.workers = reply.get("workers", agent.workers)
 
     def ship_rest(self, agent: _Agent) -> None:
@@ -126,24 +146,14 @@ class ClusterStorm(_Storm):
         disk outlives its processes); on a real host the lines not yet shipped are lost, and stay unknown."""
         if not (self.cluster.shared_fs and agent.local_dir):
             return
-        hist = Path(agent.local_dir) / "history"
-        for path in sorted(hist.glob("*.jsonl")):
-            name = self._file_name(agent.host.name, path.name)
-            shipped = self.history_dir / name
-            have = shipped.stat().st_size if shipped.is_file() else 0
-            data = path.read_bytes()
-            # the shipped file holds the same lines rewritten; count the lines shipped, then add the rest
-            n = 0
-            if have:
-                with open(shipped, "rb") as fh:
-                    n = sum(1 for _ in fh)
-            lines = data.split(b"\n")
-            complete = lines[:-1]
-            rest = complete[n:]
-            if rest:
-                self._write(agent.host.name, path.name, b"\n".join(rest) + b"\n")
+        from soak.storm.quorum import read_appended
 
-    def killed(self, agent: _Agent, complete: bool) -> None:
+        for path in sorted((Path(agent.local_dir) / "history").glob("*.jsonl")):
+            data, _ = read_appended(path, agent.have.get(path.name, 0))  # a line cut short by the kill is lost
+            if data:
+                self._write(agent.host.name, path.name, data)
+
+    def killed(self, agent: _Agent, complete: bool, how: str = "host_kill") -> None:
         """After a host-kill, once its history is complete (its workers were frozen before the last drain, or its
         disk is readable here): how each of its workers ended, as the nemesis's kill of one worker is recorded (a
         worker killed before it wrote anything never reached the store). Otherwise its unshipped lines are lost
@@ -153,7 +163,7 @@ class ClusterStorm(_Storm):
         for name, pid in sorted(self.spawned.pop(agent.host.name, {}).items()):
             started = (self.history_dir / f"{name}.jsonl").is_file()
             self.events.event("kill" if started else "exit",
-                              {"target": name, "pid": pid, "host": agent.host.name, "host_kill": True,
+                              {"target": name, "pid": pid, "host": agent.host.name, how: True,
                                **({} if started else {"forced": True, "phase": "starting"})})
 
     def _call(self, agent: _Agent, method: str, *args: Any, timeout: float = _CALL_TIMEOUT_S) -> Any:
@@ -170,31 +180,84 @@ class ClusterStorm(_Storm):
                                         "workers": sorted({*(w["name"] for w in agent.workers),
                                                            *self.spawned.get(agent.host.name, {})})})
         faults = self.cluster.faults
+        killed = False
         if faults is not None and "host-kill" not in why:
             # a host out of the storm must not go on writing behind it (the final state is read after the stop)
             try:
                 faults.kill_host(self, agent)
+                killed = True
             except Exception:  # noqa: BLE001 - unreachable: docs/cluster.md says what that leaves
                 pass
         self.ship_rest(agent)
+        if killed:
+            # how each of its workers ended, as for a host-kill (`host_lost` marks them): a worker spawned there that
+            # wrote nothing before the kill never reached the store, which its disk, read here, shows
+            self.killed(agent, complete, how="host_lost")
 
-    def drain_all(self) -> None:
-        live = [a for a in self.agents if a.lost is None]
-        futures = []
+    def relays(self, live: list[_Agent]) -> dict[str, dict[str, Any]]:
+        """What each host's next drain carries of the others: their tenures (a held strike's successor may be one of
+        them) and the runs their held strikes want taken over, each asked of one other host with a free worker
+        (the one with the most), once. On one machine the nemesis sees every worker; across hosts it sees its own
+        host's, and a host of one or two workers rarely has one free: its strikes would be held to the cap with no
+        successor asked or seen, never where a takeover gets in mid-call."""
+        out = {a.host.name: {"tenures": [t for b in live if b is not a for t in b.tenures], "want": []} for a in live}
         for a in live:
-            try:
-                futures.append((a, a.actor.drain()))
-            except Exception as exc:  # noqa: BLE001 - a lost host
-                self.lose(a, f"drain failed: {type(exc).__name__}: {exc}")
-        for a, fut in futures:
-            try:
-                reply = fut.result(timeout=_CALL_TIMEOUT_S)
-            except Exception as exc:  # noqa: BLE001
-                self.lose(a, f"its agent stopped answering ({type(exc).__name__}: {str(exc)[:200]})")
-                continue
-            self.ship(a, reply)
-            if reply.get("error"):
-                self.lose(a, f"its agent failed: {reply['error'].strip().splitlines()[-1]}")
+            for key, epoch in a.wants:
+                if (a.host.name, key, epoch) in self.relayed:
+                    continue
+                others = sorted((b for b in live if b is not a and b.free > 0 and b.pending is None),
+                                key=lambda b: (-b.free, b.host.name))
+                if others:
+                    self.relayed.add((a.host.name, key, epoch))
+                    others[0].free -= 1
+                    out[others[0].host.name]["want"].append(key)
+                else:
+                    self.unrelayed.add((a.host.name, key, epoch))
+        return out
+
+    def drain_all(self, settle: bool | list[_Agent] = False) -> None:
+        """Ship what every live host appended. One drain is in flight per host, so a host that does not answer
+        (partitioned from the orchestrator, overloaded) holds up neither the others nor the loop: its answer is
+        shipped when it comes (the drain names the offsets shipped so far, so nothing is lost or sent twice), and a
+        drain unanswered for `_CALL_TIMEOUT_S` loses the host. `settle` (True: every live host; or a list of hosts):
+        wait until each has answered a drain asked now, so that everything its workers wrote so far is shipped; the
+        others are waited for as usual (a host cut off the orchestrator must not hold up the kill of another)."""
+        for _ in range(2 if settle else 1):  # the drains in flight, then (settle) one asked after them
+            live = [a for a in self.agents if a.lost is None]
+            relays = self.relays(live)
+            for a in live:
+                if a.pending is None:
+                    try:
+                        a.pending = (a.actor.drain(dict(a.have), relays[a.host.name]), now_ns())
+                    except Exception as exc:  # noqa: BLE001 - a lost host
+                        self.lose(a, f"drain failed: {type(exc).__name__}: {exc}")
+            must = live if settle is True else [a for a in (settle or []) if a in live]
+            deadline = now_ns() + int(_SHIP_WAIT_S * 1e9)
+            while True:
+                waiting = False
+                for a in live:
+                    if a.pending is None or a.lost is not None:
+                        continue
+                    fut, asked = a.pending
+                    if fut.done():
+                        a.pending = None
+                        a.slowest_drain_ns = max(a.slowest_drain_ns, now_ns() - asked)
+                        try:
+                            reply = fut.result(timeout=1)
+                        except Exception as exc:  # noqa: BLE001
+                            self.lose(a, f"its agent failed to drain ({type(exc).__name__}: {str(exc)[:200]})")
+                            continue
+                        self.ship(a, reply)
+                        if reply.get("error"):
+                            self.lose(a, f"its agent failed: {reply['error'].strip().splitlines()[-1]}")
+                    elif now_ns() - asked > _CALL_TIMEOUT_S * 1e9:
+                        a.pending = None
+                        self.lose(a, f"its agent stopped answering (a drain unanswered for {_CALL_TIMEOUT_S:g} s)")
+                    elif a in must or now_ns() < deadline:
+                        waiting = True
+                if not waiting:
+                    break
+                time.sleep(0.002)
 
     # -- the loop -----------------------------------------------------------------------------------
 
@@ -234,7 +297,7 @@ class ClusterStorm(_Storm):
         self.events.event("cluster", {"hosts": [{"host": a.host.name, "worker": a.host.worker, "slots": a.slots,
                                                  "netns": a.host.netns} for a in self.agents],
                                       "note": self.cluster.note})
-        futures = [(a, a.actor.start(dill.dumps((self.sc, a.host.target, str(self.location), a.slots,
+        futures = [(a, a.actor.start(dill.dumps((self.host_sc, a.host.target, str(self.location), a.slots,
                                                  len(hosts))))) for a in self.agents if a.slots]
         for a, fut in futures:
             reply = fut.result(timeout=90)
@@ -251,58 +314,35 @@ class ClusterStorm(_Storm):
         faults = self.cluster.faults
         if faults is not None:
             faults.begin(self, self.go_ns)
-        bound = start + int(self.sc.time_bound_s * 1e9)
-        display = _Display(self.sc.quorum, self.sc.time_bound_s, enabled=self.show_progress)
-        quorum_at: float | None = None
-        last_ship = last_sample = last_clock = 0
+        # the time bound counts from the boot barrier, as on one machine: starting the agents takes seconds
+        bound = self.go_ns + int(self.sc.time_bound_s * 1e9)
         extra: dict[str, Any] = {}
         status = "running"
+        last_clock = 0
+
+        def ship(now: int) -> None:
+            nonlocal last_clock
+            self.drain_all()
+            if now - last_clock >= _CLOCK_S * 1e9:
+                last_clock = now
+                for a in self.agents:
+                    # only a host that just answered its drain: one that does not would block the loop
+                    if a.lost is None and a.pending is None:
+                        try:
+                            self.clocks.sample(a.host.name, lambda a=a: self._call(a, "clock", timeout=2))
+                        except Exception:  # noqa: BLE001 - the next drain notices a lost host
+                            pass
+
+        def step(now: int) -> str | None:
+            if all(a.lost is not None for a in self.agents):
+                info.error = "every host of the cluster was lost"
+                return "workers-lost"
+            if faults is not None:
+                faults.step(self, now)
+            return None
+
         try:
-            with display:
-                while True:
-                    now = now_ns()
-                    if now - last_ship >= _SHIP_S * 1e9:
-                        last_ship = now
-                        self.drain_all()
-                        self.quorum.poll()
-                        display.update(self.quorum.counts(), (now - start) / 1e9)
-                        if now - last_sample >= 1_000_000_000:
-                            last_sample = now
-                            self._sample(now - start)
-                        if self.quorum.met():
-                            quorum_at = (now - start) / 1e9
-                            status = "quorum"
-                            break
-                        if self.early_found.value:
-                            status = "violation"
-                            extra["stopped_early"] = {"reason": "violation", "at_s": round((now - start) / 1e9, 3)}
-                            break
-                        suspects = self.quorum.suspects
-                        if self.sc.stop_on_suspect and suspects:
-                            status = "suspect"
-                            extra["stopped_early"] = {"reason": suspects[0]["reason"],
-                                                      "at_s": round((now - start) / 1e9, 3), "suspect": suspects[0]}
-                            break
-                    if now - last_clock >= _CLOCK_S * 1e9:
-                        last_clock = now
-                        for a in self.agents:
-                            if a.lost is None:
-                                try:
-                                    self.clocks.sample(a.host.name, lambda a=a: self._call(a, "clock", timeout=2))
-                                except Exception:  # noqa: BLE001 - the next drain notices a lost host
-                                    pass
-                    if self.interrupted:
-                        status = "interrupted"
-                        break
-                    if now >= bound:
-                        status = "timeout"
-                        break
-                    if all(a.lost is not None for a in self.agents):
-                        status, info.error = "workers-lost", "every host of the cluster was lost"
-                        break
-                    if faults is not None:
-                        faults.step(self, now)
-                    time.sleep(0.01)
+            status = self.loop(start, bound, extra, step, every_s=_SHIP_S, before_tick=ship)
         finally:
             self.early_stop.value = 1
             extra.update(self.stop_all())
@@ -314,8 +354,11 @@ class ClusterStorm(_Storm):
         hung: dict[str, int] = {}
         strikes: dict[str, int] = {}
         respawns = unexpected = 0
+        net: dict[str, int] = {}
         for a in self.agents:
             s = a.summary or {}
+            for k, v in ((s.get("net_faults") or {}).get("faults") or {}).items():
+                net[k] = net.get(k, 0) + v
             for k, v in (s.get("hung_calls") or {}).items():
                 hung[k] = hung.get(k, 0) + v
             for k, v in (s.get("strikes") or {}).items():
@@ -324,27 +367,13 @@ class ClusterStorm(_Storm):
             unexpected += s.get("unexpected_exits", 0)
         extra["hung_calls"] = hung
         extra["strikes"] = strikes
-        self.quorum.poll()
-        self.quorum.finish()
-        self._sample(now_ns() - start)
-        extra["time_to_quorum_s"] = quorum_at
-        extra["elapsed_s"] = round((now_ns() - start) / 1e9, 3)
+        # held strikes whose successor was asked of another host, and those that found no other host's worker free
+        extra["strike_relays"] = {"asked": len(self.relayed), "none_free": len(self.unrelayed - self.relayed)}
+        if net:
+            extra["net_faults"] = {"faults": net}
         extra["respawns"] = respawns
         extra["unexpected_exits"] = unexpected
-        extra["counts"] = self.quorum.counts()
-        rates = getattr(self.workload, "storm_rates", None)
-        if rates is not None:
-            running_s = (self.stopped_ns - (self.go_ns or start)) / 1e9
-            extra["running_s"] = round(running_s, 3)
-            extra.update(rates(self.sc, extra["counts"], running_s))
-        coverage = getattr(self.workload, "coverage", None)
-        if coverage is not None:
-            extra["coverage"] = coverage(extra["counts"])
-        extra["suspects"] = len(self.quorum.suspects)
-        extra["first_suspects"] = self.quorum.suspects[:20]
-        extra["boot_failures"] = self.quorum.boot_failures[:20]
-        extra["crashes"] = self.quorum.crashes[:20]
-        extra["workers"] = {name: dict(st) for name, st in sorted(self.quorum.per_worker.items())}
+        self.summarize(extra, start)
         extra["cluster"] = self.host_table()
         clocks = self.clocks.summary()
         write_json(self.run_dir / "clocks.json", clocks)
@@ -352,14 +381,16 @@ class ClusterStorm(_Storm):
         return extra
 
     def host_table(self) -> dict[str, Any]:
-        """Per host: its slots, whether (and why) it was lost, its operations and throughput."""
+        """Per host: its slots, whether (and why) it was lost, its operations and throughput, and the longest its
+        history went unshipped (a drain unanswered: a partition from the orchestrator, a loaded host)."""
         per: dict[str, dict[str, Any]] = {}
         by_worker = self.quorum.per_worker
         running_s = max(1e-9, (self.stopped_ns - (self.go_ns or self.stopped_ns)) / 1e9)
         for a in self.agents:
             ops = sum(st["ops"] for name, st in by_worker.items() if int(name[1:].split(".")[0]) in a.slots)
             per[a.host.name] = {"worker": a.host.worker, "netns": a.host.netns, "slots": a.slots, "lost": a.lost,
-                                "ops": ops, "ops_per_s": round(ops / running_s, 1)}
+                                "ops": ops, "ops_per_s": round(ops / running_s, 1),
+                                "slowest_drain_ms": round(a.slowest_drain_ns / 1e6, 1)}
         return per
 
     def stop_all(self) -> dict[str, Any]:
@@ -383,7 +414,7 @@ class ClusterStorm(_Storm):
                 a.summary = reply.get("summary") or {}
             except Exception as exc:  # noqa: BLE001
                 self.lose(a, f"its agent did not stop ({type(exc).__name__})")
-        self.drain_all()
+        self.drain_all(settle=True)
         for a in self.agents:
             if a.lost is None:
                 try:
@@ -400,8 +431,8 @@ class ClusterStorm(_Storm):
 
 
 def check_cluster_scenario(scenario: Any, target: Any) -> None:
-    """Refuse what a storm across hosts cannot run: an embedded store, the network fault proxy, another workload."""
-    from soak.storm.netfault import net_faults_on, upstream_of
+    """Refuse what a storm across hosts cannot run: an embedded store, another workload."""
+    from soak.storm.netfault import upstream_of
 
     if scenario.workload != "runs":
         raise ScenarioError(f"a storm across hosts runs the runs workload only (this is {scenario.workload}); "
@@ -409,8 +440,5 @@ def check_cluster_scenario(scenario: Any, target: Any) -> None:
     if upstream_of(target) is None:
         raise ScenarioError(f"store {target.spec}: a storm across hosts needs a networked store every host can "
                             "reach (postgresql://... or redis://...)")
-    if net_faults_on(scenario):
-        raise ScenarioError("net_* faults: the fault proxy stands between workers and server on one machine; across "
-                            "hosts use the host_* faults (docs/cluster.md): set the net_* keys to 0")
     if scenario.workers < 1:
         raise ScenarioError("workers must be at least 1")

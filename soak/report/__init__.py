@@ -128,7 +128,8 @@ def _hosts_html(data: RunData, images: dict[str, bytes]) -> str:
     if not rows or "hosts" not in images:
         return ""
     return ("<h2>Hosts</h2>\n" + _img(images["hosts"], "host lanes: faults and throughput per host") + "\n"
-            + _table(rows, ["host", "slots", "operations", "ops_per_s", "offset_ms", "bound_ms", "lost"])
+            + _table(rows, ["host", "slots", "operations", "ops_per_s", "offset_ms", "bound_ms", "partitions",
+                             "lost"])
             + "<p>offset: the host's clock minus the orchestrator's, as estimated (Cristian's algorithm); bound: how "
               "far the estimate can be off (clocks.json). The checker's real-time rules take twice the largest bound "
               "as slack.</p>\n")

@@ -1,5 +1,6 @@
 """The report's host lanes for a storm across hosts (docs/cluster.md): per host its faults over time (pauses,
-partitions, the kill), its throughput, and its clock offset bound. Nothing here for a storm on one machine."""
+partitions from the store or the orchestrator, the kill), its throughput, and its clock offset bound. Nothing
+here for a storm on one machine."""
 
 from __future__ import annotations
 
@@ -11,7 +12,12 @@ from soak.report.data import RunData
 
 __all__ = ["host_rows", "hosts_png", "hosts_of"]
 
-_SPAN = {"host-pause": ("#f0a030", "host paused (every worker)"), "host-partition": ("#7040c0", "cut off the store")}
+_SPAN = {"host-pause": ("#f0a030", "host paused (every worker)"), "host-partition": ("#7040c0", "cut off the store"),
+         "host-partition-orchestrator": ("#30a0a0", "cut off the orchestrator")}
+
+
+def _partition_kind(v: dict[str, Any]) -> str:
+    return "host-partition" if v.get("from", "store") == "store" else "host-partition-orchestrator"
 
 
 def hosts_of(data: RunData) -> dict[str, list[int]] | None:
@@ -36,7 +42,7 @@ def _host_of_process(hosts: dict[str, list[int]]) -> Any:
 def _faults(data: RunData, hosts: dict[str, list[int]]) -> tuple[list[tuple[str, str, int, int]], list[tuple[str, str, int]]]:
     """(host, kind, start, end) spans and (host, kind, at) marks of the host-level nemesis."""
     spans, marks = [], []
-    open_: dict[str, int] = {}
+    open_: dict[tuple[str, str], int] = {}
     for ev in data.events:
         if ev.process != "nemesis":
             continue
@@ -47,17 +53,18 @@ def _faults(data: RunData, hosts: dict[str, list[int]]) -> tuple[list[tuple[str,
         if ev.kind == "host-pause" and "ms" in v:
             spans.append((host, ev.kind, ev.time, ev.time + int(v["ms"] * 1e6)))
         elif ev.kind == "host-partition":
-            open_[host] = ev.time
-        elif ev.kind == "host-heal" and host in open_:
-            spans.append((host, "host-partition", open_.pop(host), ev.time))
+            open_[host, _partition_kind(v)] = ev.time
+        elif ev.kind == "host-heal" and (host, _partition_kind(v)) in open_:
+            spans.append((host, _partition_kind(v), open_.pop((host, _partition_kind(v))), ev.time))
         elif ev.kind in ("host-kill", "host-lost"):
             marks.append((host, ev.kind, ev.time))
-    spans.extend((h, "host-partition", t, data.t1) for h, t in open_.items())
+    spans.extend((h, kind, t, data.t1) for (h, kind), t in open_.items())
     return spans, marks
 
 
 def host_rows(data: RunData) -> list[dict[str, Any]]:
-    """Per host: slots, operations, operations per second, clock offset and bound, whether it was lost."""
+    """Per host: slots, operations, operations per second, clock offset and bound, its partitions by what they cut
+    it off, whether it was lost."""
     hosts = hosts_of(data)
     if hosts is None:
         return []
@@ -70,13 +77,19 @@ def host_rows(data: RunData) -> list[dict[str, Any]]:
         clocks = {}
     lost = {(ev.value or {}).get("host"): (ev.value or {}).get("why") for ev in data.events
             if ev.process == "nemesis" and ev.kind == "host-lost"}
+    cuts: dict[str, Counter] = defaultdict(Counter)
+    for ev in data.events:
+        if ev.process == "nemesis" and ev.kind == "host-partition":
+            cuts[(ev.value or {}).get("host")][(ev.value or {}).get("from", "store")] += 1
     rows = []
     for name, slots in hosts.items():
         c = clocks.get(name, {})
         rows.append({"host": name, "slots": " ".join(map(str, slots)), "operations": ops.get(name, 0),
                      "ops_per_s": round(ops.get(name, 0) / running_s, 1),
                      "offset_ms": round(c["offset_ms"], 3) if "offset_ms" in c else "",
-                     "bound_ms": round(c["error_ms"], 3) if "error_ms" in c else "", "lost": lost.get(name) or ""})
+                     "bound_ms": round(c["error_ms"], 3) if "error_ms" in c else "",
+                     "partitions": ", ".join(f"{n} from the {k}" for k, n in sorted(cuts[name].items())),
+                     "lost": lost.get(name) or ""})
     return rows
 
 

@@ -55,10 +55,21 @@ from soak.storm.worker import (
     WITNESSED,
 )
 
-__all__ = ["Nemesis", "WorkerHandle", "call_elapsed_ns", "call_state"]
+__all__ = ["Nemesis", "RemoteTenure", "WorkerHandle", "call_elapsed_ns", "call_state"]
 
 _AIM_S = 0.05  # how long an aimed strike watches for a worker inside a store call
 _SUCCESSOR_CALLS = 3  # calls a successor starts after its grant before a struck holder is let go
+
+
+@dataclass(frozen=True)
+class RemoteTenure:
+    """A worker on another host holding a tenure, as the orchestrator relays it (a storm across hosts,
+    `soak.cluster`): the held worker's successor may run there. `calls`: calls it started since its grant."""
+
+    name: str
+    key: int
+    epoch: int
+    calls: int
 
 
 @dataclass(eq=False)
@@ -71,7 +82,7 @@ class _Hold:
     cap_ns: int
     idle_ns: int
     ops_at_stop: int = 0  # the other workers' op indices summed when it stopped
-    successor: Any = None  # the handle of the worker seen holding a later epoch of the run
+    successor: Any = None  # the worker seen holding a later epoch of the run (a handle, or a RemoteTenure)
     asked: bool = False  # a worker was asked to take the run over
     progress: int = -1  # the other workers' op indices summed, and since when unchanged
     progress_ns: int = 0
@@ -199,6 +210,8 @@ class Nemesis:
         self.paused: list[WorkerHandle] = []
         self.strikes = {"held": 0, "missed": 0}
         self.strike_kills: list[WorkerHandle] = []  # workers a kill strike crashed, for the orchestrator to replace
+        # across hosts: the other hosts' tenures, relayed by the orchestrator (a successor may run there)
+        self.remote: tuple[RemoteTenure, ...] = ()
 
     def _after(self, t: int, mean_s: float) -> int | None:
         if mean_s <= 0:
@@ -355,15 +368,16 @@ class Nemesis:
             if free:
                 min(free, key=lambda o: o.slot).state[WANTED] = h.key + 1
                 h.asked = True
-        for o in others:
-            if int(o.state[TENURE_KEY]) == h.key and int(o.state[TENURE_EPOCH]) > h.epoch:
-                h.successor = o
-                if int(o.state[OP_INDEX]) >= int(o.state[TENURE_OP]) + self.successor_calls:
-                    return "successor"
-                break
-        else:
-            if h.successor is not None:
-                return "successor-ended"
+        successor = next(((o, int(o.state[OP_INDEX]) - int(o.state[TENURE_OP])) for o in others
+                          if int(o.state[TENURE_KEY]) == h.key and int(o.state[TENURE_EPOCH]) > h.epoch),
+                         None) or next(((r, r.calls) for r in self.remote if r.key == h.key and r.epoch > h.epoch),
+                                       None)
+        if successor is not None:
+            h.successor = successor[0]
+            if successor[1] >= self.successor_calls:
+                return "successor"
+        elif h.successor is not None:
+            return "successor-ended"
         # the held call blocks the store (holds its lock): since it stopped, the others have made
         # next to no progress (one call each at most), none for a while, and one is stuck in a call
         total = sum(int(o.state[OP_INDEX]) for o in others)

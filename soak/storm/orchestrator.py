@@ -264,6 +264,8 @@ class _Storm:
         self.early_found = self.mp.RawValue("b", 0)
         self.go_ns: int | None = None  # when the workers were let boot (the running window starts)
         self.stopped_ns = 0  # when the stop flag was set (it ends)
+        self.quorum_at: float | None = None  # seconds from the start to the quorum, once met (`tick`)
+        self.last_sample_ns = 0  # when the timeline was last written (`tick`)
 
     def _successor_calls(self) -> int | None:
         calls = getattr(self.workload, "successor_calls", None)
@@ -536,56 +538,24 @@ class _Storm:
         self.nemesis = self._nemesis(start)
         # the time bound counts from the boot barrier: spawning the workers takes seconds on a loaded machine
         bound = (self.go_ns or start) + int(self.sc.time_bound_s * 1e9)
-        display = _Display(self.sc.quorum, self.sc.time_bound_s, enabled=self.show_progress)
-        quorum_at: float | None = None
-        last_poll = last_sample = 0
         extra: dict[str, Any] = {}
         status = "running"
+
+        def step(now: int) -> str | None:
+            self.nemesis.step(self.targets())  # killed workers are replaced in reap()
+            for h in self.nemesis.paused:  # a held call is not a starved one: the load goes on beside it
+                self.calls[h.slot] = 0
+            self.net.step(self.targets())
+            self.check_call_timeouts()
+            self.reap()
+            if not self.ended():
+                return None
+            self.quorum.poll()
+            ended, info.error = self.ended() or ("error", "no worker left running")  # messages read
+            return ended
+
         try:
-            with display:
-                while True:
-                    now = now_ns()
-                    if now - last_poll >= 50_000_000:
-                        last_poll = now
-                        self.quorum.poll()
-                        display.update(self.quorum.counts(), (now - start) / 1e9)
-                        if now - last_sample >= 1_000_000_000:
-                            last_sample = now
-                            self._sample(now - start)
-                        if self.quorum.met():
-                            quorum_at = (now - start) / 1e9
-                            status = "quorum"
-                            break
-                        if self.early_found.value:
-                            # the early judge proved a violation; the checker judges the whole history
-                            status = "violation"
-                            extra["stopped_early"] = {"reason": "violation", "at_s": round((now - start) / 1e9, 3)}
-                            break
-                        suspects = [s for s in self.quorum.suspects if not self.net.excused(s)]
-                        if self.sc.stop_on_suspect and suspects:
-                            # stop at the first suspect; the checker decides from the history
-                            status = "suspect"
-                            first = suspects[0]
-                            extra["stopped_early"] = {"reason": first["reason"], "at_s": round((now - start) / 1e9, 3),
-                                                      "suspect": first}
-                            break
-                    if self.interrupted:
-                        status = "interrupted"
-                        break
-                    if now >= bound:
-                        status = "timeout"
-                        break
-                    self.nemesis.step(self.targets())  # killed workers are replaced in reap()
-                    for h in self.nemesis.paused:  # a held call is not a starved one: the load goes on beside it
-                        self.calls[h.slot] = 0
-                    self.net.step(self.targets())
-                    self.check_call_timeouts()
-                    self.reap()
-                    if self.ended():
-                        self.quorum.poll()
-                        status, info.error = self.ended() or ("error", "no worker left running")  # messages read
-                        break
-                    time.sleep(_TICK_S)
+            status = self.loop(start, bound, extra, step, every_s=0.05)
         finally:
             self.early_stop.value = 1
             extra.update(self.stop_all())
@@ -601,13 +571,69 @@ class _Storm:
         extra["strikes"] = dict(self.nemesis.strikes)
         if self.skew.ms:
             extra["clock_skew"] = self.skew.summary()
+        extra["respawns"] = self.respawns
+        extra["unexpected_exits"] = self.unexpected_exits
+        self.summarize(extra, start)
+        return extra
+
+    def loop(self, start: int, bound: int, extra: dict[str, Any], step: Any, *, every_s: float,
+             before_tick: Any = None) -> str:
+        """The storm's loop until it ends; returns why (`tick`'s statuses, `interrupted`, `timeout`, or what `step`
+        returns). Every `every_s` the quorum is looked at (after `before_tick(now)`, e.g. shipping a cluster's
+        history); between, `step(now)` runs the engine's own work (the nemesis, reaping) every tick."""
+        display = _Display(self.sc.quorum, self.sc.time_bound_s, enabled=self.show_progress)
+        last = 0
+        with display:
+            while True:
+                now = now_ns()
+                if now - last >= every_s * 1e9:
+                    last = now
+                    if before_tick is not None:
+                        before_tick(now)
+                    ended = self.tick(now, start, display, extra)
+                    if ended is not None:
+                        return ended
+                if self.interrupted:
+                    return "interrupted"
+                if now >= bound:
+                    return "timeout"
+                ended = step(now)
+                if ended is not None:
+                    return ended
+                time.sleep(_TICK_S)
+
+    def tick(self, now: int, start: int, display: _Display, extra: dict[str, Any]) -> str | None:
+        """One look at the quorum (its tailer read on, the display and the per-second timeline updated); the
+        status that ends the storm (quorum met, a violation proven early, a suspect to stop at), or None."""
+        self.quorum.poll()
+        display.update(self.quorum.counts(), (now - start) / 1e9)
+        if now - self.last_sample_ns >= 1_000_000_000:
+            self.last_sample_ns = now
+            self._sample(now - start)
+        if self.quorum.met():
+            self.quorum_at = (now - start) / 1e9
+            return "quorum"
+        if self.early_found.value:
+            # the early judge proved a violation; the checker judges the whole history
+            extra["stopped_early"] = {"reason": "violation", "at_s": round((now - start) / 1e9, 3)}
+            return "violation"
+        suspects = [s for s in self.quorum.suspects if not self.net.excused(s)]
+        if self.sc.stop_on_suspect and suspects:
+            # stop at the first suspect; the checker decides from the history
+            first = suspects[0]
+            extra["stopped_early"] = {"reason": first["reason"], "at_s": round((now - start) / 1e9, 3),
+                                      "suspect": first}
+            return "suspect"
+        return None
+
+    def summarize(self, extra: dict[str, Any], start: int) -> None:
+        """The end-of-storm summary into `extra`: the quorum's last counts and rates, coverage, suspects, per-worker
+        operations, after the tailer has read everything the workers wrote."""
         self.quorum.poll()
         self.quorum.finish()
         self._sample(now_ns() - start)
-        extra["time_to_quorum_s"] = quorum_at
+        extra["time_to_quorum_s"] = self.quorum_at
         extra["elapsed_s"] = round((now_ns() - start) / 1e9, 3)
-        extra["respawns"] = self.respawns
-        extra["unexpected_exits"] = self.unexpected_exits
         extra["counts"] = self.quorum.counts()
         rates = getattr(self.workload, "storm_rates", None)
         if rates is not None:  # the running window: from the boot barrier to the stop flag
@@ -622,7 +648,6 @@ class _Storm:
         extra["boot_failures"] = self.quorum.boot_failures[:20]
         extra["crashes"] = self.quorum.crashes[:20]
         extra["workers"] = {name: dict(st) for name, st in sorted(self.quorum.per_worker.items())}
-        return extra
 
 
 class _Display:

@@ -16,7 +16,20 @@ from typing import Any
 from soak.history import decode_line
 from soak.workloads import QuorumCounter, count_event
 
-__all__ = ["QuorumTracker"]
+__all__ = ["QuorumTracker", "read_appended"]
+
+
+def read_appended(path: Path, offset: int) -> tuple[bytes, int]:
+    """The complete lines of `path` from byte `offset` on, and the offset after them: a last line without its
+    newline is left for the next read (its writer is still writing it). An unreadable file reads as nothing."""
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(offset)
+            data = fh.read()
+    except OSError:
+        return b"", offset
+    end = data.rfind(b"\n") + 1
+    return data[:end], offset + end
 
 
 class QuorumTracker:
@@ -27,7 +40,6 @@ class QuorumTracker:
         self.counter = counter
         self.thresholds = dict(thresholds)
         self._offsets: dict[Path, int] = {}
-        self._partial: dict[Path, bytes] = {}
         self._pending: dict[str, dict[str, Any]] = {}
         self.events: dict[str, int] = defaultdict(int)
         self.boot_ok = 0
@@ -43,21 +55,8 @@ class QuorumTracker:
     def poll(self) -> None:
         """Read what was appended since the last poll."""
         for path in sorted(self.dir.glob("*.jsonl")):
-            offset = self._offsets.get(path, 0)
-            try:
-                with open(path, "rb") as fh:
-                    fh.seek(offset)
-                    data = fh.read()
-            except OSError:
-                continue
-            if not data:
-                continue
-            self._offsets[path] = offset + len(data)
-            data = self._partial.pop(path, b"") + data
-            lines = data.split(b"\n")
-            if lines[-1]:
-                self._partial[path] = lines[-1]  # incomplete last line: wait for the rest
-            for raw in lines[:-1]:
+            data, self._offsets[path] = read_appended(path, self._offsets.get(path, 0))
+            for raw in data.split(b"\n"):
                 if raw.strip():
                     try:
                         self._line(decode_line(raw))

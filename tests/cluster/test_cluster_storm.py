@@ -28,8 +28,8 @@ def _records(run_dir):
             yield path.name, json.loads(line)
 
 
-def _storm(tmp_path, spec, **overrides):
-    scenario = load_scenario("smoke", {"workers": 6, **overrides})
+def _storm(tmp_path, spec, preset="smoke", **overrides):
+    scenario = load_scenario(preset, {"workers": 6, **overrides})
     out = tmp_path / "run"
     info = run_cluster_storm(scenario, resolve(spec), out, hosts=3, progress=False, quiet=True)
     return info, out, check_run(out)
@@ -48,7 +48,8 @@ def _no_leftovers():
 @pytest.mark.postgres
 def test_reference_passes_on_three_hosts_through_host_kill_pause_and_partition(tmp_path):
     info, out, verdict = _storm(tmp_path, PG, time_bound_s=90.0, host_kill_interval_s=4.0,
-                                host_pause_interval_s=3.0, host_partition_interval_s=2.0, host_partition_ms=600)
+                                host_pause_interval_s=3.0, host_partition_interval_s=2.0, host_partition_ms=600,
+                                host_partition_from=["store", "orchestrator"])
     assert info.status == "quorum", info.error
     assert verdict.result == "pass", verdict.summary()
     hosts = {}
@@ -77,6 +78,94 @@ def test_reference_passes_on_three_hosts_through_host_kill_pause_and_partition(t
     html = build_report(out).read_text()
     assert "<h2>Hosts</h2>" in html and (out / "hosts.png").stat().st_size > 0
     assert all(f"<td>{h}</td>" in html for h in ("h0", "h1", "h2"))
+    _no_leftovers()
+
+
+@needs_netns
+@pytest.mark.postgres
+def test_a_host_cut_off_the_orchestrator_goes_on_with_the_store_and_its_history_arrives(tmp_path):
+    """For 2.5 s at a time a host's namespace drops every packet to the bridge address (the scheduler, the
+    orchestrator's connections): no drain reaches its agent, while its workers go on with the store. Nothing of its
+    history is lost (the drain names the offsets shipped), it is not lost as a host, and the reference passes."""
+    info, out, verdict = _storm(tmp_path, PG, time_bound_s=90.0, host_partition_interval_s=2.0,
+                                host_partition_ms=2500, host_partition_from=["orchestrator"])
+    assert info.status == "quorum", info.error
+    assert verdict.result == "pass", verdict.summary()
+    events = [(r["kind"], r["ts"], r["v"]) for name, r in _records(out) if name == "nemesis.jsonl"]
+    cuts = [(ts, v) for k, ts, v in events if k == "host-partition"]
+    heals = [(ts, v) for k, ts, v in events if k == "host-heal"]
+    assert cuts and all(v["from"] == "orchestrator" for _, v in cuts + heals), cuts
+    assert not [v for k, _, v in events if k == "host-lost"]
+    storm = json.loads((out / "storm.json").read_text())
+    table = storm["cluster"]
+    cut_hosts = {v["host"] for _, v in cuts}
+    # the partition really cut its agent off: at each heal of a full-length partition (not one the storm's end cut
+    # short) its drain had gone unanswered most of the 2.5 s
+    full = [hv for ts, hv in heals
+            if ts - max(t for t, v in cuts if v["host"] == hv["host"] and t < ts) >= 2_500_000_000]
+    assert full and all(v["unanswered_ms"] > 1250 for v in full), heals
+    assert max(table[h]["slowest_drain_ms"] for h in cut_hosts) > 1250, table
+    # while cut off the orchestrator, its workers completed operations on the store: shipped after the heal
+    start, v = cuts[0]
+    end = next(ts for ts, hv in heals if hv["host"] == v["host"] and ts > start)
+    done = [r for name, r in _records(out) if name.startswith("w") and r.get("h") == v["host"]
+            and r["t"] in ("ok", "fail") and start < r["ts"] < end]
+    assert done, f"{v['host']} completed nothing while cut off the orchestrator"
+    html = build_report(out).read_text()
+    assert "from the orchestrator" in html
+    _no_leftovers()
+
+
+@needs_netns
+@pytest.mark.postgres
+def test_a_host_cut_off_the_orchestrator_past_the_agent_timeout_is_lost_killed_and_read_from_its_disk(tmp_path):
+    """A 15 s partition from the orchestrator outlasts the agent timeout (10 s): the host is lost and killed, what
+    its disk holds is shipped, and each of its workers (a replacement spawned while it was cut off too) ends in a
+    kill event: the history is complete, and the reference passes, neither a false alarm nor a lost tail."""
+    info, out, verdict = _storm(tmp_path, PG, time_bound_s=90.0, host_partition_interval_s=3.0,
+                                host_partition_ms=15000, host_partition_from=["orchestrator"])
+    assert info.status == "quorum", info.error
+    assert verdict.result == "pass", verdict.summary()
+    events = [(r["kind"], r["v"]) for name, r in _records(out) if name == "nemesis.jsonl"]
+    lost = {v["host"] for k, v in events if k == "host-lost" and "drain unanswered" in v["why"]}
+    assert lost, events
+    spawned = {v["target"] for name, r in _records(out) if name.startswith("nemesis-") and r.get("h") in lost
+               for v in [r["v"]] if r.get("kind") == "spawn"}
+    ended = {v["target"] for k, v in events if k in ("kill", "exit") and v.get("host_lost")}
+    ended |= {r["v"]["target"] for name, r in _records(out) if name.startswith("nemesis-") and r.get("h") in lost
+              and r.get("kind") in ("kill", "exit", "timeout-kill")}
+    assert spawned and spawned <= ended, (spawned, ended)
+    _no_leftovers()
+
+
+@needs_netns
+@pytest.mark.postgres
+def test_the_networked_storm_runs_a_fault_proxy_on_every_host_and_the_reference_passes(tmp_path):
+    """`--scenario networked` across hosts: each host's engine runs its own fault proxy between its workers and the
+    store (cuts inside calls, stalls, latency), and clock skew; its cuts are logged in its own nemesis log, on the
+    orchestrator's clock, and the checker excuses what they made unknown: the reference passes."""
+    info, out, verdict = _storm(tmp_path, PG, preset="networked", time_bound_s=90.0)
+    assert info.status == "quorum", info.error
+    assert verdict.result == "pass", verdict.summary()
+    cuts = {r["h"] for name, r in _records(out) if name.startswith("nemesis-") and r.get("kind") == "net-cut"}
+    assert cuts == {"h0", "h1", "h2"}, cuts
+    proxies = [r["v"] for name, r in _records(out) if name.startswith("nemesis-") and r.get("kind") == "net-proxy"]
+    # each proxy relays to the store's forwarder on the bridge (.254), as the host's workers would reach it
+    assert len(proxies) == 3 and all(p["upstream"].split(":")[0].endswith(".254") for p in proxies), proxies
+    assert json.loads((out / "storm.json").read_text())["net_faults"]["faults"]
+    _no_leftovers()
+
+
+@needs_netns
+@pytest.mark.slow
+@pytest.mark.postgres
+def test_the_lost_commit_mutant_fails_on_three_hosts_with_the_fault_proxies_on(tmp_path):
+    # caught 2 of 2 across 3 hosts with every host fault on (23.6 s, 60.9 s), but a storm that stops at the quorum
+    # once missed it here: run until proven, up to 400 takeovers
+    info, out, verdict = _storm(tmp_path, "mutant:pg-lost-commit-busy", preset="networked", time_bound_s=240.0,
+                                stop_on_violation=True, **{"quorum.takeovers": 400})
+    assert verdict.result == "fail", verdict.summary()
+    assert "typed-refusal" in {v.clause for v in verdict.violations}
     _no_leftovers()
 
 
@@ -142,7 +231,8 @@ def test_without_namespaces_plain_local_dask_workers_still_storm_and_say_so(tmp_
     (["--hosts", "0", "--store", "postgresql://127.0.0.1:5432/test"], "at least one host"),
     (["--hosts", "2"], "needs a networked store"),
     (["--cluster", "scheduler:8786", "--store", "redis://127.0.0.1:6379/0"], "tcp://HOST:PORT"),
-    (["--hosts", "2", "--store", "redis://127.0.0.1:6379/0", "--scenario", "networked"], "host_* faults"),
+    (["--hosts", "2", "--store", "redis://127.0.0.1:6379/0", "--set", "host_partition_from=orchestrator"],
+     'e.g. ["store", "orchestrator"]'),
 ])
 def test_bad_cluster_arguments_are_one_line_errors(args, words, tmp_path):
     out = subprocess.run([str(Path(sys.executable).parent / "soak"), "storm", *args, "--quiet", "--out", str(tmp_path / "run")], capture_output=True,

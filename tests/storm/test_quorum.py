@@ -115,6 +115,10 @@ def test_a_renewed_released_or_renewing_holder_is_no_ttl_suspect(tmp_path):
     cut = {"t": "info", "p": "w0.1", "i": 1, "ts": 1101 * ms, "err": "OperationalError", "msg": "connection lost"}
     assert _held_refusal_suspects(tmp_path / "unknown", early, cut) == []
     assert len(_held_refusal_suspects(tmp_path / "refused", early, {**cut, "t": "fail", "err": "LeaseHeldError"})) == 1
+    # an acquire of the run that ended unknown after the grant: it may have granted meanwhile
+    other = {"t": "invoke", "p": "w0.1", "i": 1, "ts": 1200 * ms, "f": "acquire", "run": "r0", "lease": None,
+             "intent": "live", "v": {"owner": "w0.1"}}
+    assert _held_refusal_suspects(tmp_path / "acquire-unknown", other, {**cut, "ts": 1201 * ms}) == []
 
 
 def test_takeover_rate_is_measured_against_runs_over_ttl():

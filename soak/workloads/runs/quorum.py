@@ -11,7 +11,8 @@ acquire refused (`LeaseHeldError`) naming as holder a tenure whose grant and eve
 than twice the ttl before the acquire was invoked, with no renew of it in flight and no release, is a suspect too
 (`ttl-honoured`: an expired tenure still blocks), unless a renew of that tenure ended unknown (`info`): a request
 the network held may reach the store after its caller gave up (a cut, a stalled direction), so its effect has no
-upper bound in time. With the scenario's `stop_on_suspect` the storm ends at the
+upper bound in time; nor when an acquire of the run ended unknown since the grant (it may have granted meanwhile,
+and the checker skips such a refusal too). With the scenario's `stop_on_suspect` the storm ends at the
 first one and the checker judges.
 """
 
@@ -56,6 +57,7 @@ class RunsCounter:
         self._touched: dict[tuple[str, int], int] = {}
         self._released: set[tuple[str, int]] = set()
         self._unbounded: set[tuple[str, int]] = set()  # tenures a renew of unknown outcome may have extended any time
+        self._acq_unknown: dict[str, list[tuple[int, int]]] = defaultdict(list)  # run -> acquires of unknown outcome
         self._held_refusals: list[tuple[dict[str, Any], tuple[str, int]]] = []
 
     def feed(self, inv: dict[str, Any], done: dict[str, Any] | None) -> None:
@@ -115,6 +117,8 @@ class RunsCounter:
                     self._unbounded.add((lease[0], int(lease[2])))
             elif f == "release" and lease and t == "ok":
                 self._released.add((lease[0], int(lease[2])))
+            elif f == "acquire" and t == "info":  # it may have granted, at any point of its call
+                self._acq_unknown[inv.get("run", "")].append((int(inv.get("ts", 0)), int(done.get("ts", 0))))
             elif f == "acquire" and t == "fail" and done.get("err") == "LeaseHeldError":
                 holder = (done.get("v") or {}).get("holder")
                 if isinstance(holder, list) and len(holder) == 3 and isinstance(holder[2], int):
@@ -162,6 +166,10 @@ class RunsCounter:
             last = self._touched.get(tenure)
             if last is None or tenure in self._released or tenure in self._unbounded or ts - last <= 2 * self._ttl_ns:
                 continue
+            granted = min((g for g, e in self._grants.get(tenure[0], ()) if e == tenure[1]), default=last)
+            since = granted - 20 * self._ttl_ns  # a grant's call began at most a call bound before it completed
+            if any(u < ts and c > since for u, c in self._acq_unknown.get(tenure[0], ())):
+                continue  # an acquire of unknown outcome may have granted meanwhile (the checker skips it too)
             if any(p.get("f") == "renew" and p.get("lease") and (p["lease"][0], p["lease"][2]) == tenure
                    for p in self._pending):
                 continue

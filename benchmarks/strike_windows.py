@@ -31,8 +31,12 @@ def _runs(root: Path) -> dict[str, list[Path]]:
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) != 1:
+    if len(argv) != 1 or argv[0] in ("-h", "--help"):
         print("usage: strike_windows.py RUN_DIR|SELFTEST_OUT_DIR", file=sys.stderr)
+        return 0 if argv and argv[0] in ("-h", "--help") else 2
+    if not Path(argv[0]).is_dir():
+        print(f"strike_windows.py: {argv[0]} is not a directory; give a run directory or a soak selftest --out one",
+              file=sys.stderr)
         return 2
     print(f"| {'store':<20} | runs | strikes held | takeover mid-call | landed in window | rate | step mode: held, "
           f"landed | next to an exchange: held, landed | repeated: held, mid-call, landed |")

@@ -218,6 +218,26 @@ def test_overlapping_tenures():
     assert hits and hits[0].evidence[-1].process == "w2.1" and hits[0].evidence[-1].epoch == 2
 
 
+def test_two_acquires_that_raced_and_both_granted_are_lease_exclusive():
+    h = H()
+    h.acquire("w2.1", "r1", 0, 2, dur=15)  # invoked first, granted epoch 2: after epoch 1 (epochs rise), by 15 ms
+    h.acquire("w1.1", "r1", 1, 1, dur=11)  # epoch 1's grant completed at 12
+    v = run_check(h)
+    hits = [x for x in v.violations if x.clause == "lease-exclusive"]
+    assert hits and "raced" in hits[0].statement and {e.process for e in hits[0].evidence} == {"w1.1", "w2.1"}
+    # the higher epoch completed more than a ttl after the other's acquire was invoked: it may have been an expiry
+    h = H()
+    h.acquire("w2.1", "r1", 0, 2, dur=TTL_MS + 20)
+    h.acquire("w1.1", "r1", 1, 1, dur=5)
+    assert "lease-exclusive" not in clauses(run_check(h))
+    # released before the higher epoch's grant could have completed: no overlap is certain
+    h = H()
+    h.acquire("w2.1", "r1", 0, 2, dur=40)
+    a = h.acquire("w1.1", "r1", 1, 1, dur=5)
+    h.release("w1.1", a, 7)
+    assert "lease-exclusive" not in clauses(run_check(h))
+
+
 def test_takeover_after_release_is_fine():
     h = H()
     a = h.acquire("w1.1", "r1", 0, 1)

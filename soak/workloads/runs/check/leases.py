@@ -105,7 +105,29 @@ def check_grants(facts: Facts, tenures: Iterable[_Tenure] | None = None, *, over
                         f"{t.epoch} was last granted or renewed (ttl {facts.lease_ttl_ms} ms), while it was live",
                         (evidence(t.grants[0][3]), evidence(g[3])),
                     ))
+            if len(t.grants) == 1:
+                out.extend(_raced_grant(facts, run, t, by_invoke, invokes, completes[0]))
     return out
+
+
+def _raced_grant(facts: Facts, run: str, t: _Tenure, by_invoke: list[Any], invokes: list[int],
+                 granted: int) -> list[Violation]:
+    """A higher epoch whose acquire was invoked before this tenure's grant completed (two acquires raced) and
+    completed within the ttl of this grant's invocation: the store granted it after this tenure's grant (epochs rise
+    with grant order; a store that breaks that is `epoch-monotonic`'s), so at most that long after, while this
+    tenure was surely live (unless it was released first)."""
+    first_inv = t.grants[0][0]
+    bound = first_inv + facts.ttl_ns - facts.margin_ns
+    for g in by_invoke[:bisect.bisect_right(invokes, granted)]:
+        if g[2] > t.epoch and g[1] + facts.clock_ns < bound and t.rel_inv >= g[1] + facts.clock_ns:
+            return [Violation(
+                "lease-exclusive",
+                f"run {run}: epoch {g[2]} granted at most {(g[1] - first_inv) / 1e6:.1f} ms after epoch {t.epoch} "
+                f"(their acquires raced; the higher epoch was granted second), while it was live "
+                f"(ttl {facts.lease_ttl_ms} ms)",
+                (evidence(t.grants[0][3]), evidence(g[3])),
+            )]
+    return []
 
 
 def _granted_while_live(t: _Tenure, ttl: int, margin: int) -> tuple[Any, Any, int] | None:

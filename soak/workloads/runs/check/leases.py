@@ -105,7 +105,7 @@ def check_grants(facts: Facts, tenures: Iterable[_Tenure] | None = None, *, over
                         f"{t.epoch} was last granted or renewed (ttl {facts.lease_ttl_ms} ms), while it was live",
                         (evidence(t.grants[0][3]), evidence(g[3])),
                     ))
-            if len(t.grants) == 1:
+            if len(t.grants) == 1 and not (facts.retired and _retired_grant(facts, t) is not None):
                 out.extend(_raced_grant(facts, run, t, by_invoke, invokes, completes[0]))
     return out
 
@@ -119,7 +119,10 @@ def _raced_grant(facts: Facts, run: str, t: _Tenure, by_invoke: list[Any], invok
     first_inv = t.grants[0][0]
     bound = first_inv + facts.ttl_ns - facts.margin_ns
     for g in by_invoke[:bisect.bisect_right(invokes, granted)]:
-        if g[2] > t.epoch and g[1] + facts.clock_ns < bound and t.rel_inv >= g[1] + facts.clock_ns:
+        # the two calls overlapped (it completed after this grant was invoked: one that completed before was granted
+        # first, which is `epoch-monotonic`'s to judge, not an overlap)
+        if g[2] > t.epoch and first_inv < g[1] and g[1] + facts.clock_ns < bound \
+                and t.rel_inv >= g[1] + facts.clock_ns:
             return [Violation(
                 "lease-exclusive",
                 f"run {run}: epoch {g[2]} granted at most {(g[1] - first_inv) / 1e6:.1f} ms after epoch {t.epoch} "

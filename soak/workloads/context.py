@@ -101,6 +101,11 @@ class WorkerContext:
     #: a directory the harness owns for this storm (the run directory), shared by every worker: a workload keeps
     #: its own shared records there (the claims workload's node health registry)
     workdir: str = ""
+    #: the workload's read-back after a mutation answered `StoreBusyError` (surface, run, lease, intent, the invoke
+    #: value): busy says
+    #: nothing was written, so a read right after must not show the write (a store that answers busy to a write that
+    #: landed, a lost COMMIT, is caught by the read instead of the retry overwriting the evidence)
+    after_busy: Callable[..., None] = lambda f, run, lease, intent, value: None
     _strike: bool = False
     _strike_kill: bool = False
     _durations: dict[str, deque[int]] = field(default_factory=dict)
@@ -207,28 +212,33 @@ class WorkerContext:
         `build(tag, payload, c)` returns the invoke value and the call. A `StoreBusyError`
         (nothing written) is retried `busy_retries` times, each a fresh invoke.
         """
+        sent: dict[str, Any] = {}
+
         def attempt() -> Outcome:
             key = (lease.run_id, lease.owner, lease.epoch) if lease is not None else None
             c = self.counters.get(key, 0) + 1
             self.counters[key] = c
             tag = self.next_tag()
             value, call = build(tag, payload_for(tag), c)
+            sent["value"] = value
             return self.op(f, run, lease, intent, value, call)
 
-        return self._busy_retried(attempt)
+        return self._busy_retried(attempt, lambda: self.after_busy(f, run, lease, intent, sent.get("value", {})))
 
     def retrying(self, f: str, run: str, lease: Any, intent: str, value: dict[str, Any],
                  call: Callable[[], Any], ok_value: Callable[[Any], dict[str, Any]] | None = None) -> Outcome:
         """`op` with the bounded StoreBusyError retry (for calls that carry no payload)."""
         return self._busy_retried(lambda: self.op(f, run, lease, intent, value, call, ok_value))
 
-    def _busy_retried(self, attempt: Callable[[], Outcome]) -> Outcome:
+    def _busy_retried(self, attempt: Callable[[], Outcome], on_busy: Callable[[], None] | None = None) -> Outcome:
         """`attempt()` (one recorded call), again while it answers `StoreBusyError` (nothing was written), at most
-        `busy_retries` more times, backing off 2 ms more each time."""
+        `busy_retries` more times, backing off 2 ms more each time; `on_busy()` after each busy answer."""
         attempts = 0
         while True:
             outcome = attempt()
             if outcome.refused(StoreBusyError):
+                if on_busy is not None and not self.should_stop():
+                    on_busy()
                 attempts += 1
                 if attempts <= self.scenario.busy_retries and not self.should_stop():
                     time.sleep(0.002 * attempts)

@@ -100,6 +100,7 @@ class _Worker:
 
     def __init__(self, ctx: WorkerContext) -> None:
         self.ctx = ctx
+        ctx.after_busy = self.after_busy
         self.store = ctx.store
         self.rng = ctx.rng
         self.sc = ctx.scenario
@@ -144,6 +145,20 @@ class _Worker:
         run = ref.partition("/")[0]
         return self.ctx.retrying("blob_get", run, None, intent, {"ref": ref, "tenure": _tenure(tenure)},
                                  lambda: self.store.transcripts.get(ref), ok_value=_tag_value)
+
+    def after_busy(self, f: str, run: str, lease: Lease | None, intent: str, value: dict[str, Any]) -> None:
+        """Read, under the tenure, what its own write answered `StoreBusyError` would have changed (busy says nothing
+        was written: the checker names a refused write a tenured read saw `typed-refusal`), before it is retried
+        over it. Writes of other intents (probes, stale leases) have no tenure to read under."""
+        if intent not in ("live", "renewed", "side") or lease is None or lease.run_id != run:
+            return
+        read = "side" if intent == "side" else "live"
+        if f == "put_meta":
+            self.get_meta(run, read, lease)
+        elif f in ("blob_put", "blob_delete") and isinstance(value.get("ref"), str):
+            self.blob_get(value["ref"], read, lease)
+        elif f in ("append", "delete"):
+            self.load_tail(run, read, lease)
 
     def read_back(self, lease: Lease, intent: str, refs: list[str] | None = None) -> int | None:
         """Read the tenure's journal tail, meta and one or two blobs: evidence of what the fence let in.

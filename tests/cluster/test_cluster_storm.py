@@ -122,8 +122,11 @@ def test_a_host_cut_off_the_orchestrator_past_the_agent_timeout_is_lost_killed_a
     """A 15 s partition from the orchestrator outlasts the agent timeout (10 s): the host is lost and killed, what
     its disk holds is shipped, and each of its workers (a replacement spawned while it was cut off too) ends in a
     kill event: the history is complete, and the reference passes, neither a false alarm nor a lost tail."""
+    # the storm must outlast the partition: smoke's quorum is met in 5-10 s now (forked workers, aimed strikes),
+    # before the agent timeout could lose the host; 150 takeovers take 25-40 s
     info, out, verdict = _storm(tmp_path, PG, time_bound_s=90.0, host_partition_interval_s=3.0,
-                                host_partition_ms=15000, host_partition_from=["orchestrator"])
+                                host_partition_ms=15000, host_partition_from=["orchestrator"],
+                                **{"quorum.takeovers": 150})
     assert info.status == "quorum", info.error
     assert verdict.result == "pass", verdict.summary()
     events = [(r["kind"], r["v"]) for name, r in _records(out) if name == "nemesis.jsonl"]

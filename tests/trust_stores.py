@@ -8,9 +8,11 @@ that fails now and then (`concurrent-boot`). Module-level factories, so spawned 
 from __future__ import annotations
 
 import os
+import random
 import signal
 import time
 
+from soak.spi import StoreBusyError
 from soak.stores.sqlite import SqliteStore
 
 
@@ -143,3 +145,45 @@ class StopsItselfInMeta(SqliteStore):
 
 def open_stops_itself_in_meta(location: str, *, lease_ttl_ms: int, clock=None) -> SqliteStore:
     return StopsItselfInMeta(_path(location), lease_ttl_ms, clock=clock or time.time)
+
+
+class _BusyNowAndThen(SqliteStore):
+    """One fenced put_meta or blob_put in four answers `StoreBusyError` (which promises nothing was written), either
+    before writing (`wrote = False`: a correct store under contention) or after the write committed (`wrote = True`:
+    a lost COMMIT answered busy, as pg-lost-commit-busy does). The retry that follows writes a fresh tag over what
+    the lie left, so only a read between the two can show it."""
+
+    wrote = False
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._rng = random.Random(os.getpid())
+        blobs = self.transcripts
+        put = blobs.put
+
+        def busy_put(ref, blob, lease=None):
+            self._busy(lease, lambda: put(ref, blob, lease))
+
+        blobs.put = busy_put  # type: ignore[method-assign]
+
+    def _busy(self, lease, write):
+        if lease is None or self._rng.random() >= 0.25:
+            return write()
+        if self.wrote:
+            write()
+        raise StoreBusyError("database is locked")
+
+    def put_meta(self, meta, lease=None):
+        self._busy(lease, lambda: super(_BusyNowAndThen, self).put_meta(meta, lease))
+
+
+class BusyAfterWrite(_BusyNowAndThen):
+    wrote = True
+
+
+def open_busy_before_write(location: str, *, lease_ttl_ms: int, clock=None) -> SqliteStore:
+    return _BusyNowAndThen(_path(location), lease_ttl_ms, clock=clock or time.time)
+
+
+def open_busy_after_write(location: str, *, lease_ttl_ms: int, clock=None) -> SqliteStore:
+    return BusyAfterWrite(_path(location), lease_ttl_ms, clock=clock or time.time)

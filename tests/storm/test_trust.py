@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from soak.check import check_run
+from soak.check import check_run, read_history
 from soak.rundir import load_run_info
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -96,6 +96,56 @@ def test_boots_that_fail_beside_boots_that_come_up_fail_concurrent_boot(tmp_path
     assert (run_dir / "final_state.json").is_file()  # the reader retried its failed boot
     if store == "open_flaky_boot":
         assert any(x["evidence"][0]["process"] == "final-state" for x in v["violations"])
+
+
+# -- busy: nothing was written ---------------------------------------------------------------
+
+def _busy_then(run_dir: Path) -> list[tuple]:
+    """For each tenured put_meta or blob_put answered StoreBusyError before the storm's stop flag (a stopping worker
+    leaves at once): (the call, its process's next call)."""
+    from soak.history import Operation
+
+    by_process: dict[str, list] = {}
+    stop_ns = float("inf")
+    for x in read_history(run_dir):
+        if isinstance(x, Operation):
+            by_process.setdefault(x.process, []).append(x)
+        elif getattr(x, "kind", None) == "boot":  # the boot barrier; the stop flag is running_s after it
+            stop_ns = x.time + json.loads((run_dir / "storm.json").read_text())["running_s"] * 1e9
+    pairs = []
+    for ops in by_process.values():
+        ops.sort(key=lambda op: op.index)
+        pairs += [(op, nxt) for op, nxt in zip(ops, ops[1:]) if op.f in ("put_meta", "blob_put")
+                  and op.intent == "live" and op.error == "StoreBusyError" and op.complete_ns < stop_ns]
+    return pairs
+
+
+def test_a_write_answered_busy_is_read_back_before_its_retry_and_a_busy_lie_fails_typed_refusal(tmp_path):
+    """Busy promises nothing was written, and the retry writes a fresh tag over whatever was: a store that commits
+    and then answers busy (a lost COMMIT called busy) is seen only by the tenure's read between the two."""
+    res, run_dir = _storm(tmp_path, "open_busy_after_write", "stop_on_violation=true")
+    _no_traceback(res)
+    assert res.returncode == 1, res.stdout + res.stderr
+    pairs = _busy_then(run_dir)
+    assert pairs
+    for op, nxt in pairs:  # the read of what the busy write would have changed, under the same tenure
+        assert nxt.f == ("get_meta" if op.f == "put_meta" else "blob_get"), (op, nxt)
+        assert nxt.args["tenure"] == [op.lease.run_id, op.lease.owner, op.lease.epoch]
+        if op.f == "blob_put":
+            assert nxt.args["ref"] == op.args["ref"]
+    cited = [x for x in _verdict(run_dir)["violations"] if x["clause"] == "typed-refusal"]
+    assert cited, _verdict(run_dir)["violations"][:3]
+    busy = {op.tag for op, _ in pairs}
+    assert any(e["f"] in ("put_meta", "blob_put") and e["outcome"] == "fail" and e["tag"] in busy
+               for x in cited for e in x["evidence"])
+
+
+def test_a_store_that_answers_busy_before_writing_passes(tmp_path):
+    """The same busy answers without the write: the read-backs see the earlier value, and the storm passes."""
+    res, run_dir = _storm(tmp_path, "open_busy_before_write")
+    _no_traceback(res)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert len(_busy_then(run_dir)) > 10
 
 
 # -- what the history must hold -------------------------------------------------------------

@@ -204,6 +204,9 @@ def _misread(facts: Facts, rd: _Read, t: _Tenure, own_wrote: bool,
                                  f"still in flight when epoch {epoch} was granted and took effect late or never"
                                  f"{expect}", cite)
             return Violation(lost, f"{head}, an older write of epoch {ep}: lost write{expect}", cite)
+        if ep == epoch and outcome == "fail":  # its own tenure's write, refused (busy: nothing written), took effect
+            return Violation("typed-refusal", f"{head}: {seen_tag}, a write of its own epoch {ep}, was refused "
+                             f"({sev.error or 'refused'}), yet took effect{expect}", cite)
         return Violation(lost, f"{head}, a write of epoch {ep} the serial history does not allow here{expect}", cite)
     if own_wrote:
         return Violation(lost, f"{head}: its own write is lost{expect}", cite)

@@ -454,3 +454,22 @@ def open_misdeclared_clock(location: str, *, lease_ttl_ms: int) -> SqliteStore:
     """The reference store (which declares `injectable_clock = True`) from a factory that takes no `clock=`:
     a declaration the factory does not honour, which suites must refuse as a boot error naming the fix."""
     return SqliteStore(os.path.join(location, "store.db"), lease_ttl_ms)
+
+
+class SlowBlobPut(NoClockSqlite):
+    """A correct store in real time whose blob put takes 80 ms before it writes (as a loaded machine makes it): longer
+    than the 60 ms real-time tenure of the atomic-fence trials, so each one's setup blob put is refused, rightly."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        put = self.transcripts.put
+
+        def slow_put(ref, blob, lease=None):
+            time.sleep(0.08)
+            put(ref, blob, lease)
+
+        self.transcripts.put = slow_put  # type: ignore[method-assign]
+
+
+def open_slow_blob_put(location: str, *, lease_ttl_ms: int) -> SlowBlobPut:
+    return SlowBlobPut(os.path.join(location, "store.db"), lease_ttl_ms)

@@ -25,6 +25,7 @@ from __future__ import annotations
 import sys
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 from soak.conformance._context import CheckFailed, Ctx, Inconclusive, StoreThread, call, one_line, shares_state
@@ -78,10 +79,18 @@ def check_atomic_fence(ctx: Ctx) -> None:
     how += ", real-time expiry of a 60 ms tenure" if realtime else ", injected clock"
     for surface in RACE_SURFACES:
         with ctx.sub(f"atomic-{surface}"):
-            start, trials, points, covered = 0, 0, 0, False
+            start, trials, points, covered, lapsed = 0, 0, 0, False, 0
             while trials < MAX_TRIALS:
                 trials += 1
-                why, through_at, points, tried_to = _race_once(ctx, victim, thieves, surface, start)
+                try:
+                    why, through_at, points, tried_to = _race_once(ctx, victim, thieves, surface, start)
+                except _Lapsed as exc:
+                    lapsed += 1
+                    if lapsed > MAX_LAPSED:
+                        raise Inconclusive(f"{surface}: {exc} in {lapsed} trials: the machine is too loaded for "
+                                           "real-time trials; run conformance when it is quieter") from exc
+                    trials -= 1
+                    continue
                 if why:
                     raise CheckFailed(f"{surface}: {why}")
                 start = through_at + 1 if through_at is not None else tried_to
@@ -93,6 +102,13 @@ def check_atomic_fence(ctx: Ctx) -> None:
                                    "fenced call; the rest were not tried")
             ctx.note(f"takeover tried at each of {points} return points of the fenced {surface} "
                      f"({trials} trials, {how}); none landed")
+
+
+class _Lapsed(Exception):
+    """A trial's setup write came after the victim's short real-time tenure lapsed: the trial is tried again."""
+
+
+MAX_LAPSED = 20
 
 
 def _thief_action(thief: Any, surface: str, run: str, ref: str, succ: Lease, box: dict) -> None:
@@ -135,10 +151,21 @@ def _race_once(ctx: Ctx, victim: Any, thieves: list[StoreThread], surface: str,
     t_acquire = time.monotonic()
     lease = call(lambda: victim.acquire(run, "victim"), "victim acquire")
     expiry = t_acquire + victim.lease_ttl_ms / 1000.0  # real-time mode only: no later than this
+
+    def setup(fn: Callable[[], Any], what: str) -> None:
+        try:
+            call(fn, what)
+        except CheckFailed as exc:
+            # in real time a 60 ms tenure can lapse before a loaded machine gets its setup write in: a refusal
+            # that completed past the expiry is the store's right, and the trial is tried again
+            if clock is None and isinstance(exc.__cause__, LeaseHeldError) and time.monotonic() >= expiry:
+                raise _Lapsed(f"{what} came after the victim's {victim.lease_ttl_ms} ms tenure lapsed") from exc
+            raise
+
     if surface == "delete":
-        call(lambda: victim.append(run, JournalEntry(1, b"v"), lease), "victim append")
+        setup(lambda: victim.append(run, JournalEntry(1, b"v"), lease), "victim append")
     if surface == "blob-delete":
-        call(lambda: victim.transcripts.put(ref, b"v", lease), "victim blob put")
+        setup(lambda: victim.transcripts.put(ref, b"v", lease), "victim blob put")
     victim_thread = threading.get_ident()
     done = threading.Event()
     box: dict[str, Any] = {}

@@ -117,3 +117,29 @@ def test_strike_windows_counts_held_strikes_the_verdict_cites(tmp_path: Path) ->
         {"clause": "stale-rejected", "evidence": [{"process": "w0.1", "index": struck[0]}]}]}))
     assert strike_windows(tmp_path) == {**base, "held": 2, "witnessed": 1, "landed": 1, "held_step": 1,
                                         "landed_step": 1, "held_again": 1, "witnessed_again": 1, "landed_again": 1}
+
+
+@pytest.mark.postgres
+@pytest.mark.redis
+def test_the_bench_measures_each_networked_store_against_its_own_raw_limit(capsys, monkeypatch) -> None:
+    import bench
+
+    bench._networked(rounds=1, workers=2, raw_s=0.5, storm_s=1.0)
+    out = capsys.readouterr().out
+    for spec in bench.NETWORKED:
+        section = out.split(spec, 1)[1].split("| **", 1)[0]
+        rows = {ln.split("|")[1].strip(): ln.split("|")[2].strip() for ln in section.splitlines() if ln.count("|") >= 3}
+        raw = float(rows["raw limit, fenced appends/s"].replace(",", ""))
+        calls = float(rows["storm, all recorded store calls/s"].replace(",", ""))
+        assert raw > 0 and calls > 0, section
+        assert float(rows["storm calls/raw"]) == pytest.approx(calls / raw, abs=0.01)
+
+
+def test_the_bench_says_which_networked_server_did_not_answer(capsys, monkeypatch) -> None:
+    import bench
+
+    monkeypatch.setattr(bench, "NETWORKED", ("postgresql://127.0.0.1:1/test?connect_timeout_s=1",))
+    bench._networked(rounds=1, workers=2, raw_s=0.5, storm_s=1.0)
+    out = capsys.readouterr().out
+    assert "not measured" in out and "did not answer" in out and "SOAK_POSTGRES_URL" in out
+    assert "Traceback" not in out

@@ -13,6 +13,9 @@ Design (each line answers a clause of CONTRACT section 1):
 - Blobs live in the same database, so a blob write and its fence commit together.
 - SQLite's busy and locked errors become `StoreBusyError` here and nowhere else; the
   transaction is rolled back first, so nothing was written.
+- A transaction waits for the write lock by polling it (`_waiting`: 20 us doubling to 1 ms, up to
+  `busy_timeout_ms`), not in SQLite's own busy handler, whose 1-100 ms sleeps leave the lock idle while
+  its holder works between calls (docs/performance.md; `SOAK_SQLITE_POLL=0` restores the handler).
 - Bootstrap sets `busy_timeout` before switching to WAL and retries as a unit under a
   wall-clock bound, so many processes may open one fresh file at once (`concurrent-boot`).
 """

@@ -109,3 +109,14 @@ def test_superseded_leases_are_swept_and_refused_typed(tmp_path):
     assert all(op.outcome == "fail" and op.error == "LeaseHeldError" for op in superseded)
     # the stale append went to the fresh tail + 1 (the order guard cannot mask the fence)
     assert any(op.f == "append" for op in superseded)
+
+
+def test_the_first_probes_of_a_storms_workers_are_all_different_and_move_with_the_seed():
+    from soak.workloads.runs.worker import _PROBES, _first_probe
+
+    firsts = {seed: [_first_probe(f"w{slot}.1", seed, random.Random(slot)) for slot in range(4)] for seed in range(1, 40)}
+    assert all(len(set(f)) == 4 for f in firsts.values())
+    # over storms every probe is somebody's first, the slowest (renewed) included
+    assert {k for f in firsts.values() for k in f} == set(range(len(_PROBES)))
+    # a replacement worker draws its own: its predecessor's turn is gone with it
+    assert {_first_probe("w0.2", 7, random.Random(i)) for i in range(40)} == set(range(len(_PROBES)))

@@ -23,6 +23,7 @@ side run acquired again after its deletion (`after_delete`). Invoke values follo
 
 from __future__ import annotations
 
+import random
 import time
 from typing import Any
 
@@ -46,6 +47,17 @@ UNLEASED_RUN = "ul"
 _MUTATION_KINDS = ("append", "put_meta", "blob_put", "blob_delete", "delete")
 #: The coverage probes a live tenure's `probe` mix key turns through.
 _PROBES = ("impostor", "future", "unleased", "reentrant", "renewed")
+
+
+def _first_probe(process: str, seed: int | None, rng: random.Random) -> int:
+    """The index in `_PROBES` of a worker's first probe: the storm's workers start on consecutive probes from an
+    offset the storm's seed draws, so the first probe of every worker is a different one (4 workers try 4 of the 5
+    in their first round, where independent draws would leave one or more untried 60% of the time). A worker the
+    storm replaced (`wS.I`, I > 1), or one not named by a slot, draws its own."""
+    slot, dot, inc = process.lstrip("w").partition(".")
+    if not (slot.isdigit() and dot and inc == "1"):
+        return rng.randrange(len(_PROBES))
+    return (random.Random(seed or 0).randrange(len(_PROBES)) + int(slot)) % len(_PROBES)
 #: The surfaces the renewed probe presents the twice-renewed tenure on (renew last: it extends the tenure).
 _RENEWED_KINDS = ("append", "put_meta", "blob_put", "blob_delete", "renew")
 #: A blob name no worker ever writes: the unleased probe deletes it on the run it holds (a no-op it must accept).
@@ -117,8 +129,8 @@ class _Worker:
         self.past: dict[str, tuple[Lease, bool]] = {}
         self.deleted: set[str] = set()
         self.renewed_left = list(_RENEWED_KINDS)  # the renewed probe's surfaces not yet answered ok (then all again)
-        self.turn = {"probe": self.rng.randrange(len(_PROBES)), "cross": self.rng.randrange(len(_MUTATION_KINDS)),
-                     "side": self.rng.randrange(len(_SIDE_SHAPES))}
+        self.turn = {"probe": _first_probe(ctx.process, ctx.scenario.seed, self.rng) - 1,
+                     "cross": self.rng.randrange(len(_MUTATION_KINDS)), "side": self.rng.randrange(len(_SIDE_SHAPES))}
 
     # -- building blocks ------------------------------------------------------------------
 

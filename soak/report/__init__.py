@@ -135,6 +135,28 @@ def _hosts_html(data: RunData, images: dict[str, bytes]) -> str:
               "as slack.</p>\n")
 
 
+#: events that are the storm's bookkeeping, not faults it inflicted (a `resume` ends a `pause`, `net-arm` precedes its
+#: `net-cut`)
+_NOT_FAULTS = frozenset({"spawn", "exit", "boot", "start", "stop", "resume", "net-arm", "net-proxy", "cluster"})
+
+
+def fault_rows(data: RunData) -> list[dict[str, Any]]:
+    """One row per kind of fault the storm inflicted (a network cut per kind of cut): how many, on how many
+    processes, and when the first and the last came (seconds since the first operation)."""
+    rows: dict[str, dict[str, Any]] = {}
+    for e in data.events:
+        if e.kind in _NOT_FAULTS:
+            continue
+        kind = e.kind + (f" ({e.value['fault']})" if e.kind == "net-cut" and e.value.get("fault") else "")
+        row = rows.setdefault(kind, {"fault": kind, "count": 0, "targets": set(), "first_s": None, "last_s": None})
+        row["count"] += 1
+        row["targets"].add(e.value.get("target") or e.process)
+        at = round(data.seconds(e.time), 2)
+        row["first_s"] = at if row["first_s"] is None else min(row["first_s"], at)
+        row["last_s"] = at if row["last_s"] is None else max(row["last_s"], at)
+    return [{**r, "targets": len(r["targets"])} for _, r in sorted(rows.items())]
+
+
 def render_html(data: RunData, images: dict[str, bytes]) -> str:
     from soak.report.plots import latency_table  # matplotlib: imported only when a report is built
 
@@ -156,6 +178,7 @@ def render_html(data: RunData, images: dict[str, bytes]) -> str:
     surface_rows = [{"surface": s, "ok": c["ok"], "refused": c["fail"], "unknown": c["info"]}
                     for s, c in sorted(counts.items())]
     duration = max(info.ended_ns - info.started_ns, 0) / 1e9
+    faults = fault_rows(data)
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>soak report: {_esc(result)}</title>
 <style>{_CSS}</style></head><body>
@@ -181,6 +204,8 @@ def render_html(data: RunData, images: dict[str, bytes]) -> str:
 <h2>Quorum</h2>
 {_table(quorum_rows, ["item", "target", "reached"]) if quorum_rows else "<p>No quorum recorded.</p>"}
 {coverage_html(data.storm.get("coverage"))}
+<h2>Faults</h2>
+{_table(faults, ["fault", "count", "targets", "first_s", "last_s"]) if faults else "<p>The nemesis inflicted none.</p>"}
 <h2>Workers</h2>
 {_img(images["workers"], "per-worker progress")}
 {_table(data.per_worker(), ["process", "ok", "fail", "info", "worst_ms"])}

@@ -148,6 +148,13 @@ def _engine_class() -> Any:
             return [h for h in self.targets() if h.alive() and not h.killed and h.paused_since is None
                     and int(h.state[TENURE_KEY]) < 0]
 
+        def busy_workers(self) -> list[Any]:
+            """The workers holding a tenure that could be asked to take another host's held strike over when no
+            host has one free: running, neither paused nor held, not asked already (the runs workload's worker then
+            releases its tenure and takes the run, `_Worker.asked_away`)."""
+            return [h for h in self.targets() if h.alive() and not h.killed and h.paused_since is None
+                    and h.hold is None and int(h.state[TENURE_KEY]) >= 0 and not int(h.state[WANTED])]
+
         def wants(self) -> list[list[int]]:
             """The held strikes past their lease that no worker of this host could be asked to take over (each
             [run key, epoch]): the orchestrator asks a worker of another host."""
@@ -157,14 +164,15 @@ def _engine_class() -> Any:
 
         def relay(self, tenures: list[dict[str, Any]], want: list[int]) -> None:
             """What the other hosts hold (a held strike's successor may run there), and the runs another host's
-            held strike wants taken over: a free worker here is asked, as the nemesis asks one of its own."""
+            held strike wants taken over: a free worker here is asked, as the nemesis asks one of its own, else
+            one holding a tenure of another run (it releases it first)."""
             from soak.storm.nemesis import RemoteTenure
 
             self.nemesis.remote = tuple(RemoteTenure(**t) for t in tenures)
             for key in want:
-                free = self.free_workers()
-                if free:
-                    min(free, key=lambda o: o.slot).state[WANTED] = key + 1
+                pick = self.free_workers() or [h for h in self.busy_workers() if int(h.state[TENURE_KEY]) != key]
+                if pick:
+                    min(pick, key=lambda o: o.slot).state[WANTED] = key + 1
 
     return _HostEngine
 
@@ -226,7 +234,8 @@ class HostAgent:
                 data, end = read_appended(path, have.get(path.name, 0))
                 if data:
                     out[path.name], offsets[path.name] = data, end
-        cross = {"tenures": engine.tenures(), "wants": engine.wants(), "free": len(engine.free_workers())} if (
+        cross = {"tenures": engine.tenures(), "wants": engine.wants(), "free": len(engine.free_workers()),
+                 "busy": len(engine.busy_workers())} if (
             engine is not None and engine.go_event.is_set() and engine.error is None) else {}
         return {"lines": out, "offsets": offsets, **cross, "workers": engine.workers() if engine is not None else [],
                 "error": engine.error if engine is not None else None,

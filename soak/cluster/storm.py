@@ -77,6 +77,7 @@ class _Agent:
     tenures: list[dict[str, Any]] = field(default_factory=list)
     wants: list[list[int]] = field(default_factory=list)
     free: int = 0
+    busy: int = 0  # its workers holding a tenure that could be asked when no host has one free
 
 
 class ClusterStorm(_Storm):
@@ -99,6 +100,7 @@ class ClusterStorm(_Storm):
         self.host_rng = random.Random(derive_seed(scenario.seed, -4, 0))
         self.relayed: set[tuple[str, int, int]] = set()  # (host, run key, epoch): held strikes a successor was asked for
         self.unrelayed: set[tuple[str, int, int]] = set()  # held strikes that wanted one while no other host had one free
+        self.relayed_busy: set[tuple[str, int, int]] = set()  # of `relayed`, those asked of a worker holding another run
 
     # -- shipping -----------------------------------------------------------------------------------
 
@@ -139,6 +141,7 @@ class ClusterStorm(_Storm):
             self._write(agent.host.name, name, data)
         agent.have.update(reply.get("offsets", {}))
         agent.tenures, agent.wants, agent.free = reply.get("tenures", []), reply.get("wants", []), reply.get("free", 0)
+        agent.busy = reply.get("busy", 0)
         agent.workers = reply.get("workers", agent.workers)
 
     def ship_rest(self, agent: _Agent) -> None:
@@ -196,23 +199,34 @@ class ClusterStorm(_Storm):
 
     def relays(self, live: list[_Agent]) -> dict[str, dict[str, Any]]:
         """What each host's next drain carries of the others: their tenures (a held strike's successor may be one of
-        them) and the runs their held strikes want taken over, each asked of one other host with a free worker
-        (the one with the most), once. On one machine the nemesis sees every worker; across hosts it sees its own
-        host's, and a host of one or two workers rarely has one free: its strikes would be held to the cap with no
-        successor asked or seen, never where a takeover gets in mid-call."""
+        them) and the runs their held strikes want taken over, each asked of one other host, once: the one with the
+        most workers free of a tenure, else, while no other host has one free, the one with the most workers holding
+        a tenure of another run (its worker releases it and takes the run over, `_Worker.asked_away`). On one machine
+        the nemesis sees every worker; across hosts it sees its own host's, and a host of one or two workers rarely
+        has one free: its strikes would be held to the cap with no successor asked or seen, never where a takeover
+        gets in mid-call; and 4 workers on 3 runs rarely leave one free on another host either."""
         out = {a.host.name: {"tenures": [t for b in live if b is not a for t in b.tenures], "want": []} for a in live}
         for a in live:
             for key, epoch in a.wants:
-                if (a.host.name, key, epoch) in self.relayed:
+                strike = (a.host.name, key, epoch)
+                if strike in self.relayed:
                     continue
-                others = sorted((b for b in live if b is not a and b.free > 0 and b.pending is None),
-                                key=lambda b: (-b.free, b.host.name))
-                if others:
-                    self.relayed.add((a.host.name, key, epoch))
-                    others[0].free -= 1
-                    out[others[0].host.name]["want"].append(key)
+                others = [b for b in live if b is not a]
+                free = sorted((b for b in others if b.free > 0 and b.pending is None),
+                              key=lambda b: (-b.free, b.host.name))
+                busy = [] if any(b.free > 0 for b in others) else sorted(
+                    (b for b in others if b.busy > 0 and b.pending is None), key=lambda b: (-b.busy, b.host.name))
+                if free:
+                    free[0].free -= 1
+                    out[free[0].host.name]["want"].append(key)
+                elif busy:
+                    busy[0].busy -= 1
+                    out[busy[0].host.name]["want"].append(key)
+                    self.relayed_busy.add(strike)
                 else:
-                    self.unrelayed.add((a.host.name, key, epoch))
+                    self.unrelayed.add(strike)
+                    continue
+                self.relayed.add(strike)
         return out
 
     def drain_all(self, settle: bool | list[_Agent] = False) -> None:
@@ -368,7 +382,8 @@ class ClusterStorm(_Storm):
         extra["hung_calls"] = hung
         extra["strikes"] = strikes
         # held strikes whose successor was asked of another host, and those that found no other host's worker free
-        extra["strike_relays"] = {"asked": len(self.relayed), "none_free": len(self.unrelayed - self.relayed)}
+        extra["strike_relays"] = {"asked": len(self.relayed), "asked_busy": len(self.relayed_busy),
+                                  "none_free": len(self.unrelayed - self.relayed)}
         if net:
             extra["net_faults"] = {"faults": net}
         extra["respawns"] = respawns

@@ -51,34 +51,57 @@ class LiveHistory:
     yet), else by its latest line (its next invoke comes later; after a `stall` event announcing `ms`, that much
     later); a process the storm has spawned but which has written nothing bounds it by its spawn; one the storm
     has recorded as ended (killed, or exited) does not bound it once its file is final.
+
+    Across hosts (`soak.cluster`) each host's nemesis log (`nemesis-<host>.jsonl`) names its spawns and ends, and
+    everything arrives as the orchestrator ships it, a drain at a time: a process its host ended stays final only
+    once that end was seen `_SETTLE_NS` ago (its last lines come in the same drain), and bounds the horizon at its
+    end until its slot's next incarnation is named (its spawn may come in a later drain than its end) or its host
+    is lost (then none comes).
     """
 
-    def __init__(self, history_dir: str | os.PathLike[str], make_lease: Any = None) -> None:
+    def __init__(self, history_dir: str | os.PathLike[str], make_lease: Any = None, clock: Any = now_ns) -> None:
         self.dir = Path(history_dir)
+        self.clock = clock  # when a host's end was read (the orchestrator's clock, as the horizon's `now`)
         self.make_lease = make_lease
         self.tails: dict[Path, HistoryTail] = {}
         self.events = HistoryTail(self.dir / f"{_NEMESIS}.jsonl")
         self.spawned: dict[str, int] = {}  # process -> when the storm spawned it
         self.ended: dict[str, int] = {}  # process -> when the storm recorded its end
         self.final: set[Path] = set()
+        self.host_events: dict[Path, HistoryTail] = {}  # across hosts: each host's nemesis log
+        self.host_ended: dict[str, tuple[str, int]] = {}  # process its host ended -> (host, when that was first read)
+        self.lost_hosts: set[str] = set()
 
     def poll(self) -> None:
         """Read what every file has gained (the nemesis's events first: an end read there covers the lines read
         after it)."""
         self.events.read()
-        for item in self.events.items:
-            if type(item) is Record:
-                target = item.value.get("target")
-                if item.kind == "spawn" and isinstance(target, str):
-                    self.spawned.setdefault(target, item.time)
-                elif item.kind in _ENDS and isinstance(target, str):
-                    self.ended.setdefault(target, item.time)
+        self._take_events(self.events, None)
+        for path in sorted(self.dir.glob(f"{_NEMESIS}-*.jsonl")):
+            tail = self.host_events.get(path)
+            if tail is None:
+                tail = self.host_events[path] = HistoryTail(path, self.make_lease)
+            tail.read()
+            self._take_events(tail, path.stem[len(_NEMESIS) + 1:])
         for path in sorted(self.dir.glob("w*.jsonl")):
             tail = self.tails.get(path)
             if tail is None:
                 tail = self.tails[path] = HistoryTail(path, self.make_lease)
             if path not in self.final:
                 tail.read()
+
+    def _take_events(self, tail: HistoryTail, host: str | None) -> None:
+        for item in tail.items:
+            if type(item) is Record:
+                target = item.value.get("target")
+                if item.kind == "spawn" and isinstance(target, str):
+                    self.spawned.setdefault(target, item.time)
+                elif item.kind in _ENDS and isinstance(target, str):
+                    self.ended.setdefault(target, item.time)
+                    if host is not None and target not in self.host_ended:
+                        self.host_ended[target] = (host, self.clock())
+                elif item.kind == "host-lost" and isinstance(item.value.get("host"), str):
+                    self.lost_hosts.add(item.value["host"])
 
     def horizon(self, now: int) -> int:
         """The horizon at `now` (read before the files were: a line written since bounds nothing it has not)."""
@@ -87,10 +110,17 @@ class LiveHistory:
         for process, at in self.spawned.items():
             if process not in named and process not in self.ended:
                 h = min(h, at)
+        named |= set(self.spawned)
+        for process, (host, _) in self.host_ended.items():
+            slot, _, incarnation = process.partition(".")
+            if host not in self.lost_hosts and incarnation.isdigit() and f"{slot}.{int(incarnation) + 1}" not in named:
+                h = min(h, self.ended[process])  # its replacement, spawned after this end, is not shipped yet
         for path, tail in self.tails.items():
             if path in self.final:
                 continue
             end = self.ended.get(path.stem)
+            if path.stem in self.host_ended:
+                end = max(end, self.host_ended[path.stem][1])  # shipped: its last lines come with its end's drain
             if end is not None and now - end >= _SETTLE_NS:
                 tail.end()
                 self.final.add(path)
@@ -108,8 +138,10 @@ class LiveHistory:
         return h
 
     def files(self) -> list[tuple[Path, HistoryTail]]:
-        """The worker files in the order the whole check folds them, the nemesis's last."""
-        return [*sorted(self.tails.items()), (self.dir / f"{_NEMESIS}.jsonl", self.events)]
+        """The worker files in the order the whole check folds them, the nemesis's last (each host's, then the
+        orchestrator's)."""
+        return [*sorted(self.tails.items()), *sorted(self.host_events.items()),
+                (self.dir / f"{_NEMESIS}.jsonl", self.events)]
 
 
 class EarlyJudge:

@@ -25,10 +25,12 @@ from typing import Any
 from soak.check.verdict import Violation
 from soak.history import HistoryTail, Record, now_ns
 
-__all__ = ["EARLY_FILE", "EarlyJudge", "LiveHistory", "first_complete_ns", "judge_main", "unconfirmed"]
+__all__ = ["EARLY_FILE", "SHIPPED_FILE", "EarlyJudge", "LiveHistory", "first_complete_ns", "judge_main", "unconfirmed"]
 
 #: What the early judge leaves in the run directory (the orchestrator copies it into `storm.json`).
 EARLY_FILE = "early.json"
+#: Across hosts, where the orchestrator keeps the instant before which every live host's history is shipped.
+SHIPPED_FILE = "shipped.json"
 #: The events after which a process writes no more (the nemesis's kills, the orchestrator's `exit`s).
 _ENDS = frozenset({"kill", "timeout-kill", "exit"})
 #: How long after its end is recorded a process's file is taken as final (a write in flight lands by then).
@@ -52,11 +54,11 @@ class LiveHistory:
     later); a process the storm has spawned but which has written nothing bounds it by its spawn; one the storm
     has recorded as ended (killed, or exited) does not bound it once its file is final.
 
-    Across hosts (`soak.cluster`) each host's nemesis log (`nemesis-<host>.jsonl`) names its spawns and ends, and
-    everything arrives as the orchestrator ships it, a drain at a time: a process its host ended stays final only
-    once that end was seen `_SETTLE_NS` ago (its last lines come in the same drain), and bounds the horizon at its
-    end until its slot's next incarnation is named (its spawn may come in a later drain than its end) or its host
-    is lost (then none comes).
+    Across hosts (`soak.cluster`) everything arrives as the orchestrator ships it, a drain at a time, so a line
+    written on a host may not be here yet: the horizon is also bounded by `shipped.json` (`SHIPPED_FILE`, in the
+    run directory), the instant before which every live host's history has been shipped, and each host's nemesis
+    log (`nemesis-<host>.jsonl`) names its spawns and ends; a process its host ended is final once that end was
+    read `_SETTLE_NS` ago (its last lines come in the same drain).
     """
 
     def __init__(self, history_dir: str | os.PathLike[str], make_lease: Any = None, clock: Any = now_ns) -> None:
@@ -69,20 +71,26 @@ class LiveHistory:
         self.ended: dict[str, int] = {}  # process -> when the storm recorded its end
         self.final: set[Path] = set()
         self.host_events: dict[Path, HistoryTail] = {}  # across hosts: each host's nemesis log
-        self.host_ended: dict[str, tuple[str, int]] = {}  # process its host ended -> (host, when that was first read)
-        self.lost_hosts: set[str] = set()
+        self.host_ended: dict[str, int] = {}  # process its host ended -> when that end was first read
+        self.shipped = self.dir.parent / SHIPPED_FILE
+        self.shipped_ns: int | None = None  # read from it before the files (None: a storm on one machine)
 
     def poll(self) -> None:
         """Read what every file has gained (the nemesis's events first: an end read there covers the lines read
-        after it)."""
+        after it); across hosts, the instant before which everything was shipped first (a line shipped since then
+        bounds nothing it has not)."""
+        try:
+            self.shipped_ns = int(json.loads(self.shipped.read_bytes())["shipped_ns"])
+        except FileNotFoundError:
+            pass  # a storm on one machine: every line is written here as it happens
         self.events.read()
-        self._take_events(self.events, None)
+        self._take_events(self.events)
         for path in sorted(self.dir.glob(f"{_NEMESIS}-*.jsonl")):
             tail = self.host_events.get(path)
             if tail is None:
                 tail = self.host_events[path] = HistoryTail(path, self.make_lease)
             tail.read()
-            self._take_events(tail, path.stem[len(_NEMESIS) + 1:])
+            self._take_events(tail, True)
         for path in sorted(self.dir.glob("w*.jsonl")):
             tail = self.tails.get(path)
             if tail is None:
@@ -90,7 +98,7 @@ class LiveHistory:
             if path not in self.final:
                 tail.read()
 
-    def _take_events(self, tail: HistoryTail, host: str | None) -> None:
+    def _take_events(self, tail: HistoryTail, host: bool = False) -> None:
         for item in tail.items:
             if type(item) is Record:
                 target = item.value.get("target")
@@ -98,10 +106,8 @@ class LiveHistory:
                     self.spawned.setdefault(target, item.time)
                 elif item.kind in _ENDS and isinstance(target, str):
                     self.ended.setdefault(target, item.time)
-                    if host is not None and target not in self.host_ended:
-                        self.host_ended[target] = (host, self.clock())
-                elif item.kind == "host-lost" and isinstance(item.value.get("host"), str):
-                    self.lost_hosts.add(item.value["host"])
+                    if host and target not in self.host_ended:
+                        self.host_ended[target] = self.clock()
 
     def horizon(self, now: int) -> int:
         """The horizon at `now` (read before the files were: a line written since bounds nothing it has not)."""
@@ -110,17 +116,14 @@ class LiveHistory:
         for process, at in self.spawned.items():
             if process not in named and process not in self.ended:
                 h = min(h, at)
-        named |= set(self.spawned)
-        for process, (host, _) in self.host_ended.items():
-            slot, _, incarnation = process.partition(".")
-            if host not in self.lost_hosts and incarnation.isdigit() and f"{slot}.{int(incarnation) + 1}" not in named:
-                h = min(h, self.ended[process])  # its replacement, spawned after this end, is not shipped yet
+        if self.shipped_ns is not None:
+            h = min(h, self.shipped_ns)
         for path, tail in self.tails.items():
             if path in self.final:
                 continue
             end = self.ended.get(path.stem)
             if path.stem in self.host_ended:
-                end = max(end, self.host_ended[path.stem][1])  # shipped: its last lines come with its end's drain
+                end = max(end, self.host_ended[path.stem])  # shipped: its last lines come with its end's drain
             if end is not None and now - end >= _SETTLE_NS:
                 tail.end()
                 self.final.add(path)

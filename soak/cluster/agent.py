@@ -27,6 +27,7 @@ import dill
 __all__ = ["HostAgent", "code_digest"]
 
 _TICK_S = 0.005
+_STAMP_MARGIN_NS = 50_000_000
 
 
 def code_digest() -> str:
@@ -220,8 +221,12 @@ class HostAgent:
 
         `relay` (the orchestrator's, from the other hosts' last drains): their tenures and the runs their held
         strikes want taken over (`_HostEngine.relay`); the reply carries this host's own (`tenures`, `wants`)."""
+        from soak.history import now_ns
         from soak.storm.quorum import read_appended
 
+        # every line its workers stamped before this is read below (a line is written just after it is stamped: the
+        # margin covers a writer descheduled in between)
+        at = now_ns() - _STAMP_MARGIN_NS
         engine = self.engine
         if relay and engine is not None and engine.go_event.is_set():
             engine.relay(relay.get("tenures", []), relay.get("want", []))
@@ -237,7 +242,7 @@ class HostAgent:
         cross = {"tenures": engine.tenures(), "wants": engine.wants(), "free": len(engine.free_workers()),
                  "busy": len(engine.busy_workers())} if (
             engine is not None and engine.go_event.is_set() and engine.error is None) else {}
-        return {"lines": out, "offsets": offsets, **cross, "workers": engine.workers() if engine is not None else [],
+        return {"lines": out, "offsets": offsets, "at": at, **cross, "workers": engine.workers() if engine is not None else [],
                 "error": engine.error if engine is not None else None,
                 "done": bool(engine is not None and engine.done.is_set())}
 

@@ -78,6 +78,7 @@ class _Agent:
     wants: list[list[int]] = field(default_factory=list)
     free: int = 0
     busy: int = 0  # its workers holding a tenure that could be asked when no host has one free
+    shipped_ns: int = 0  # every line its workers wrote before this (the orchestrator's clock) is shipped
 
 
 class ClusterStorm(_Storm):
@@ -101,6 +102,7 @@ class ClusterStorm(_Storm):
         self.relayed: set[tuple[str, int, int]] = set()  # (host, run key, epoch): held strikes a successor was asked for
         self.unrelayed: set[tuple[str, int, int]] = set()  # held strikes that wanted one while no other host had one free
         self.relayed_busy: set[tuple[str, int, int]] = set()  # of `relayed`, those asked of a worker holding another run
+        self.shipped_ns: int | None = None  # what `shipped.json` says, for the early judge
 
     # -- shipping -----------------------------------------------------------------------------------
 
@@ -142,6 +144,8 @@ class ClusterStorm(_Storm):
         agent.have.update(reply.get("offsets", {}))
         agent.tenures, agent.wants, agent.free = reply.get("tenures", []), reply.get("wants", []), reply.get("free", 0)
         agent.busy = reply.get("busy", 0)
+        if isinstance(reply.get("at"), int):  # when its drain began reading, moved onto this clock as its lines are
+            agent.shipped_ns = max(agent.shipped_ns, reply["at"] - self.clocks.offset_ns(agent.host.name))
         agent.workers = reply.get("workers", agent.workers)
 
     def ship_rest(self, agent: _Agent) -> None:
@@ -192,10 +196,24 @@ class ClusterStorm(_Storm):
             except Exception:  # noqa: BLE001 - unreachable: docs/cluster.md says what that leaves
                 pass
         self.ship_rest(agent)
+        self.note_shipped()
         if killed:
             # how each of its workers ended, as for a host-kill (`host_lost` marks them): a worker spawned there that
             # wrote nothing before the kill never reached the store, which its disk, read here, shows
             self.killed(agent, complete, how="host_lost")
+
+    def note_shipped(self, floor: int | None = None) -> None:
+        """For the early judge (`soak.check.early.SHIPPED_FILE`): the instant before which every live host's history
+        is shipped here. `floor`: before any host has drained (the storm's start: nothing was invoked before it)."""
+        if not (self.sc.stop_on_violation or self.sc.stop_on_suspect):
+            return
+        from soak.check.early import SHIPPED_FILE
+
+        live = [a.shipped_ns for a in self.agents if a.lost is None]
+        at = floor if floor is not None else min(live) if live else now_ns()  # every host lost: nothing more comes
+        if at != self.shipped_ns:
+            self.shipped_ns = at
+            write_json(self.run_dir / SHIPPED_FILE, {"shipped_ns": at})
 
     def relays(self, live: list[_Agent]) -> dict[str, dict[str, Any]]:
         """What each host's next drain carries of the others: their tenures (a held strike's successor may be one of
@@ -272,6 +290,7 @@ class ClusterStorm(_Storm):
                 if not waiting:
                     break
                 time.sleep(0.002)
+        self.note_shipped()
 
     # -- the loop -----------------------------------------------------------------------------------
 
@@ -282,6 +301,7 @@ class ClusterStorm(_Storm):
         self.history_dir.mkdir(parents=True, exist_ok=True)
         start = now_ns()
         info.started_ns = start
+        self.note_shipped(start)  # before the early judge first reads it
         self.start_early(info, start)  # the early judge reads the shipped history as it grows, as on one machine
         hosts = self.cluster.hosts
         client = self.cluster.client

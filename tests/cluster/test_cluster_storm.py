@@ -178,6 +178,10 @@ def test_the_unfenced_lock_mutant_fails_on_three_hosts(tmp_path):
     info, out, verdict = _storm(tmp_path, "mutant:redis-setnx-lock", time_bound_s=90.0, stop_on_violation=True)
     assert verdict.result == "fail", verdict.summary()
     assert "stale-rejected" in {v.clause for v in verdict.violations}
+    # the early judge read the hosts' history as it was shipped (`shipped.json`) and stopped the storm at a violation
+    # the full check confirms
+    early = json.loads((out / "storm.json").read_text())["early_judge"]
+    assert info.status == "violation" and early.get("confirmed") and "error" not in early, early
     _no_leftovers()
 
 

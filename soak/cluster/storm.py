@@ -102,7 +102,7 @@ class ClusterStorm(_Storm):
         self.relayed: set[tuple[str, int, int]] = set()  # (host, run key, epoch): held strikes a successor was asked for
         self.unrelayed: set[tuple[str, int, int]] = set()  # held strikes that wanted one while no other host had one free
         self.relayed_busy: set[tuple[str, int, int]] = set()  # of `relayed`, those asked of a worker holding another run
-        self.shipped_ns: int | None = None  # what `shipped.json` says, for the early judge
+        self.shipped_ns: tuple[int, float] | None = None  # what `shipped.json` says, for the early judge
 
     # -- shipping -----------------------------------------------------------------------------------
 
@@ -211,9 +211,11 @@ class ClusterStorm(_Storm):
 
         live = [a.shipped_ns for a in self.agents if a.lost is None]
         at = floor if floor is not None else min(live) if live else now_ns()  # every host lost: nothing more comes
-        if at != self.shipped_ns:
-            self.shipped_ns = at
-            write_json(self.run_dir / SHIPPED_FILE, {"shipped_ns": at})
+        # the hosts' clock bound so far: the early judge stands aside once it passes what its rules assume
+        bound = round(max((h.worst_ns for h in self.clocks.hosts.values()), default=0) / 1e6, 3)
+        if (at, bound) != self.shipped_ns:
+            self.shipped_ns = (at, bound)
+            write_json(self.run_dir / SHIPPED_FILE, {"shipped_ns": at, "clock_error_ms": bound})
 
     def relays(self, live: list[_Agent]) -> dict[str, dict[str, Any]]:
         """What each host's next drain carries of the others: their tenures (a held strike's successor may be one of

@@ -160,8 +160,6 @@ def test_an_epoch_granted_twice_is_proven_while_both_tenures_are_live(tmp_path: 
 
 
 def test_across_hosts_the_horizon_waits_for_what_is_shipped_and_for_each_hosts_spawns_and_ends(tmp_path) -> None:
-    import json
-
     from soak.check.early import SHIPPED_FILE
 
     hist = tmp_path / "history"
@@ -197,3 +195,21 @@ def test_across_hosts_the_horizon_waits_for_what_is_shipped_and_for_each_hosts_s
     live.poll()
     assert live.horizon(71_000_000) == 1100
     assert {p.name for p, _ in live.files()[-2:]} == {"nemesis-h0.jsonl", "nemesis.jsonl"}  # folded too
+
+
+def test_across_hosts_the_early_judge_stands_aside_once_the_clock_bound_passes_what_it_assumes(tmp_path) -> None:
+    import pytest
+
+    from soak.check.early import ASSUMED_CLOCK_ERROR_MS, SHIPPED_FILE, StandAside
+
+    hist, _ = _two_tenures(tmp_path, (400, 401))
+    shipped = tmp_path / SHIPPED_FILE
+    facts = PLAN.new_facts(None, None, lease_ttl_ms=100, runs=["r1"], status="running", quorum="",
+                           clock_error_ms=ASSUMED_CLOCK_ERROR_MS)
+    judge = EarlyJudge(LiveHistory(hist, PLAN.make_lease), PLAN, facts)
+    shipped.write_text(json.dumps({"shipped_ns": 1000 * MS, "clock_error_ms": ASSUMED_CLOCK_ERROR_MS}))
+    judge.step(now=2000 * MS)
+    assert judge.slices == 1 and judge.horizon == 2 * MS  # judged: w0.1's latest line bounds it
+    shipped.write_text(json.dumps({"shipped_ns": 1000 * MS, "clock_error_ms": ASSUMED_CLOCK_ERROR_MS + 0.1}))
+    with pytest.raises(StandAside, match="clock offset bound"):
+        judge.step(now=2000 * MS)

@@ -47,8 +47,11 @@ _LOADED = code_digest()
 
 
 def _engine_class() -> Any:
+    import random
+
     from soak.storm.orchestrator import _Storm
-    from soak.storm.worker import OP_INDEX, PHASE, READY, TENURE_EPOCH, TENURE_KEY, TENURE_OP, WANTED
+    from soak.storm.skew import ClockSkew
+    from soak.storm.worker import OP_INDEX, PHASE, READY, TENURE_EPOCH, TENURE_KEY, TENURE_OP, WANTED, derive_seed
 
     class _HostEngine(_Storm):
         """The storm engine over one host's worker slots; the central orchestrator owns the quorum and the end."""
@@ -61,6 +64,12 @@ def _engine_class() -> Any:
                                          net_cut_interval_s=scenario.net_cut_interval_s * n_hosts,
                                          net_stall_interval_s=scenario.net_stall_interval_s * n_hosts)
             super().__init__(scaled, target, local_dir, progress=False)
+            # each host draws its own clock skews: with the storm's draws on every host, every host's first worker
+            # was shifted by the same offset (the first draw is always skewed), so the workers of one-worker hosts
+            # agreed with each other and a store judging expiry by its caller's clock escaped
+            index = slots[0] % n_hosts if slots else 0
+            self.skew = ClockSkew(scenario, random.Random(derive_seed(scenario.seed, -2, index + 1)), self.events)
+            self.skew._first = index == 0  # the storm's first skewed worker is one host's, as on one machine
             self.worker_sc = scenario
             self.location = Path(location)
             self.slots = slots

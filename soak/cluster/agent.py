@@ -27,6 +27,7 @@ import dill
 __all__ = ["HostAgent", "code_digest"]
 
 _TICK_S = 0.005
+_STAMP_MARGIN_NS = 50_000_000
 
 
 def code_digest() -> str:
@@ -46,8 +47,11 @@ _LOADED = code_digest()
 
 
 def _engine_class() -> Any:
+    import random
+
     from soak.storm.orchestrator import _Storm
-    from soak.storm.worker import OP_INDEX, PHASE, READY, TENURE_EPOCH, TENURE_KEY, TENURE_OP, WANTED
+    from soak.storm.skew import ClockSkew
+    from soak.storm.worker import OP_INDEX, PHASE, READY, TENURE_EPOCH, TENURE_KEY, TENURE_OP, WANTED, derive_seed
 
     class _HostEngine(_Storm):
         """The storm engine over one host's worker slots; the central orchestrator owns the quorum and the end."""
@@ -60,6 +64,12 @@ def _engine_class() -> Any:
                                          net_cut_interval_s=scenario.net_cut_interval_s * n_hosts,
                                          net_stall_interval_s=scenario.net_stall_interval_s * n_hosts)
             super().__init__(scaled, target, local_dir, progress=False)
+            # each host draws its own clock skews: with the storm's draws on every host, every host's first worker
+            # was shifted by the same offset (the first draw is always skewed), so the workers of one-worker hosts
+            # agreed with each other and a store judging expiry by its caller's clock escaped
+            index = slots[0] % n_hosts if slots else 0
+            self.skew = ClockSkew(scenario, random.Random(derive_seed(scenario.seed, -2, index + 1)), self.events)
+            self.skew._first = index == 0  # the storm's first skewed worker is one host's, as on one machine
             self.worker_sc = scenario
             self.location = Path(location)
             self.slots = slots
@@ -148,6 +158,13 @@ def _engine_class() -> Any:
             return [h for h in self.targets() if h.alive() and not h.killed and h.paused_since is None
                     and int(h.state[TENURE_KEY]) < 0]
 
+        def busy_workers(self) -> list[Any]:
+            """The workers holding a tenure that could be asked to take another host's held strike over when no
+            host has one free: running, neither paused nor held, not asked already (the runs workload's worker then
+            releases its tenure and takes the run, `_Worker.asked_away`)."""
+            return [h for h in self.targets() if h.alive() and not h.killed and h.paused_since is None
+                    and h.hold is None and int(h.state[TENURE_KEY]) >= 0 and not int(h.state[WANTED])]
+
         def wants(self) -> list[list[int]]:
             """The held strikes past their lease that no worker of this host could be asked to take over (each
             [run key, epoch]): the orchestrator asks a worker of another host."""
@@ -157,14 +174,15 @@ def _engine_class() -> Any:
 
         def relay(self, tenures: list[dict[str, Any]], want: list[int]) -> None:
             """What the other hosts hold (a held strike's successor may run there), and the runs another host's
-            held strike wants taken over: a free worker here is asked, as the nemesis asks one of its own."""
+            held strike wants taken over: a free worker here is asked, as the nemesis asks one of its own, else
+            one holding a tenure of another run (it releases it first)."""
             from soak.storm.nemesis import RemoteTenure
 
             self.nemesis.remote = tuple(RemoteTenure(**t) for t in tenures)
             for key in want:
-                free = self.free_workers()
-                if free:
-                    min(free, key=lambda o: o.slot).state[WANTED] = key + 1
+                pick = self.free_workers() or [h for h in self.busy_workers() if int(h.state[TENURE_KEY]) != key]
+                if pick:
+                    min(pick, key=lambda o: o.slot).state[WANTED] = key + 1
 
     return _HostEngine
 
@@ -212,8 +230,12 @@ class HostAgent:
 
         `relay` (the orchestrator's, from the other hosts' last drains): their tenures and the runs their held
         strikes want taken over (`_HostEngine.relay`); the reply carries this host's own (`tenures`, `wants`)."""
+        from soak.history import now_ns
         from soak.storm.quorum import read_appended
 
+        # every line its workers stamped before this is read below (a line is written just after it is stamped: the
+        # margin covers a writer descheduled in between)
+        at = now_ns() - _STAMP_MARGIN_NS
         engine = self.engine
         if relay and engine is not None and engine.go_event.is_set():
             engine.relay(relay.get("tenures", []), relay.get("want", []))
@@ -226,9 +248,10 @@ class HostAgent:
                 data, end = read_appended(path, have.get(path.name, 0))
                 if data:
                     out[path.name], offsets[path.name] = data, end
-        cross = {"tenures": engine.tenures(), "wants": engine.wants(), "free": len(engine.free_workers())} if (
+        cross = {"tenures": engine.tenures(), "wants": engine.wants(), "free": len(engine.free_workers()),
+                 "busy": len(engine.busy_workers())} if (
             engine is not None and engine.go_event.is_set() and engine.error is None) else {}
-        return {"lines": out, "offsets": offsets, **cross, "workers": engine.workers() if engine is not None else [],
+        return {"lines": out, "offsets": offsets, "at": at, **cross, "workers": engine.workers() if engine is not None else [],
                 "error": engine.error if engine is not None else None,
                 "done": bool(engine is not None and engine.done.is_set())}
 

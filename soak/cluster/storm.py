@@ -77,6 +77,8 @@ class _Agent:
     tenures: list[dict[str, Any]] = field(default_factory=list)
     wants: list[list[int]] = field(default_factory=list)
     free: int = 0
+    busy: int = 0  # its workers holding a tenure that could be asked when no host has one free
+    shipped_ns: int = 0  # every line its workers wrote before this (the orchestrator's clock) is shipped
 
 
 class ClusterStorm(_Storm):
@@ -99,6 +101,8 @@ class ClusterStorm(_Storm):
         self.host_rng = random.Random(derive_seed(scenario.seed, -4, 0))
         self.relayed: set[tuple[str, int, int]] = set()  # (host, run key, epoch): held strikes a successor was asked for
         self.unrelayed: set[tuple[str, int, int]] = set()  # held strikes that wanted one while no other host had one free
+        self.relayed_busy: set[tuple[str, int, int]] = set()  # of `relayed`, those asked of a worker holding another run
+        self.shipped_ns: tuple[int, float] | None = None  # what `shipped.json` says, for the early judge
 
     # -- shipping -----------------------------------------------------------------------------------
 
@@ -139,6 +143,9 @@ class ClusterStorm(_Storm):
             self._write(agent.host.name, name, data)
         agent.have.update(reply.get("offsets", {}))
         agent.tenures, agent.wants, agent.free = reply.get("tenures", []), reply.get("wants", []), reply.get("free", 0)
+        agent.busy = reply.get("busy", 0)
+        if isinstance(reply.get("at"), int):  # when its drain began reading, moved onto this clock as its lines are
+            agent.shipped_ns = max(agent.shipped_ns, reply["at"] - self.clocks.offset_ns(agent.host.name))
         agent.workers = reply.get("workers", agent.workers)
 
     def ship_rest(self, agent: _Agent) -> None:
@@ -189,30 +196,57 @@ class ClusterStorm(_Storm):
             except Exception:  # noqa: BLE001 - unreachable: docs/cluster.md says what that leaves
                 pass
         self.ship_rest(agent)
+        self.note_shipped()
         if killed:
             # how each of its workers ended, as for a host-kill (`host_lost` marks them): a worker spawned there that
             # wrote nothing before the kill never reached the store, which its disk, read here, shows
             self.killed(agent, complete, how="host_lost")
 
+    def note_shipped(self, floor: int | None = None) -> None:
+        """For the early judge (`soak.check.early.SHIPPED_FILE`): the instant before which every live host's history
+        is shipped here. `floor`: before any host has drained (the storm's start: nothing was invoked before it)."""
+        if not (self.sc.stop_on_violation or self.sc.stop_on_suspect):
+            return
+        from soak.check.early import SHIPPED_FILE
+
+        live = [a.shipped_ns for a in self.agents if a.lost is None]
+        at = floor if floor is not None else min(live) if live else now_ns()  # every host lost: nothing more comes
+        # the hosts' clock bound so far: the early judge stands aside once it passes what its rules assume
+        bound = round(max((h.worst_ns for h in self.clocks.hosts.values()), default=0) / 1e6, 3)
+        if (at, bound) != self.shipped_ns:
+            self.shipped_ns = (at, bound)
+            write_json(self.run_dir / SHIPPED_FILE, {"shipped_ns": at, "clock_error_ms": bound})
+
     def relays(self, live: list[_Agent]) -> dict[str, dict[str, Any]]:
         """What each host's next drain carries of the others: their tenures (a held strike's successor may be one of
-        them) and the runs their held strikes want taken over, each asked of one other host with a free worker
-        (the one with the most), once. On one machine the nemesis sees every worker; across hosts it sees its own
-        host's, and a host of one or two workers rarely has one free: its strikes would be held to the cap with no
-        successor asked or seen, never where a takeover gets in mid-call."""
+        them) and the runs their held strikes want taken over, each asked of one other host, once: the one with the
+        most workers free of a tenure, else, while no other host has one free, the one with the most workers holding
+        a tenure of another run (its worker releases it and takes the run over, `_Worker.asked_away`). On one machine
+        the nemesis sees every worker; across hosts it sees its own host's, and a host of one or two workers rarely
+        has one free: its strikes would be held to the cap with no successor asked or seen, never where a takeover
+        gets in mid-call; and 4 workers on 3 runs rarely leave one free on another host either."""
         out = {a.host.name: {"tenures": [t for b in live if b is not a for t in b.tenures], "want": []} for a in live}
         for a in live:
             for key, epoch in a.wants:
-                if (a.host.name, key, epoch) in self.relayed:
+                strike = (a.host.name, key, epoch)
+                if strike in self.relayed:
                     continue
-                others = sorted((b for b in live if b is not a and b.free > 0 and b.pending is None),
-                                key=lambda b: (-b.free, b.host.name))
-                if others:
-                    self.relayed.add((a.host.name, key, epoch))
-                    others[0].free -= 1
-                    out[others[0].host.name]["want"].append(key)
+                others = [b for b in live if b is not a]
+                free = sorted((b for b in others if b.free > 0 and b.pending is None),
+                              key=lambda b: (-b.free, b.host.name))
+                busy = [] if any(b.free > 0 for b in others) else sorted(
+                    (b for b in others if b.busy > 0 and b.pending is None), key=lambda b: (-b.busy, b.host.name))
+                if free:
+                    free[0].free -= 1
+                    out[free[0].host.name]["want"].append(key)
+                elif busy:
+                    busy[0].busy -= 1
+                    out[busy[0].host.name]["want"].append(key)
+                    self.relayed_busy.add(strike)
                 else:
-                    self.unrelayed.add((a.host.name, key, epoch))
+                    self.unrelayed.add(strike)
+                    continue
+                self.relayed.add(strike)
         return out
 
     def drain_all(self, settle: bool | list[_Agent] = False) -> None:
@@ -258,6 +292,7 @@ class ClusterStorm(_Storm):
                 if not waiting:
                     break
                 time.sleep(0.002)
+        self.note_shipped()
 
     # -- the loop -----------------------------------------------------------------------------------
 
@@ -268,6 +303,7 @@ class ClusterStorm(_Storm):
         self.history_dir.mkdir(parents=True, exist_ok=True)
         start = now_ns()
         info.started_ns = start
+        self.note_shipped(start)  # before the early judge first reads it
         self.start_early(info, start)  # the early judge reads the shipped history as it grows, as on one machine
         hosts = self.cluster.hosts
         client = self.cluster.client
@@ -368,7 +404,8 @@ class ClusterStorm(_Storm):
         extra["hung_calls"] = hung
         extra["strikes"] = strikes
         # held strikes whose successor was asked of another host, and those that found no other host's worker free
-        extra["strike_relays"] = {"asked": len(self.relayed), "none_free": len(self.unrelayed - self.relayed)}
+        extra["strike_relays"] = {"asked": len(self.relayed), "asked_busy": len(self.relayed_busy),
+                                  "none_free": len(self.unrelayed - self.relayed)}
         if net:
             extra["net_faults"] = {"faults": net}
         extra["respawns"] = respawns

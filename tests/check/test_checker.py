@@ -436,3 +436,26 @@ def test_an_untyped_answer_to_a_stale_call_a_network_cut_landed_in_is_unknown_no
     h2.ops.append(Record("event", "nemesis", int(260 * 1_000_000), kind="net-cut",
                          value={"target": "w1.1", "fault": "cut-request", "at_ns": int(259 * 1_000_000)}))
     assert [x for x in run_check(h2).violations if x.clause == "typed-refusal"]
+
+
+def test_an_untyped_answer_to_a_stale_call_while_its_host_was_cut_off_the_store_is_unknown_not_typed_refusal():
+    from soak.history import Record
+
+    def history(cut_from_ms: float, cut_to_ms: float, source: str = "store"):
+        h = clean_history()
+        # a storm across hosts: w1.1 ran on h1, and h1 was cut off the store (soak.cluster.faults) around the stale
+        # append of test_refusal_of_the_wrong_type, answered untyped (its fault proxy's connection reset)
+        h.ops.append(Record("event", "nemesis", 0, kind="cluster",
+                            value={"hosts": [{"host": "h0", "slots": [0]}, {"host": "h1", "slots": [1]}]}))
+        h.ops.append(Record("event", "nemesis", 0, kind="spawn", value={"target": "w1.1", "slot": 1}))
+        h.ops.append(Record("event", "nemesis", int(cut_from_ms * 1_000_000), kind="host-partition",
+                            value={"host": "h1", "from": source, "ms": 600}))
+        h.ops.append(Record("event", "nemesis", int(cut_to_ms * 1_000_000), kind="host-heal",
+                            value={"host": "h1", "from": source}))
+        h.append("w1.1", Lease("r1", "w1.1", 1), 4, 250, outcome="info", error="ConnectionError", dur=3)
+        return h
+
+    assert not [x for x in run_check(history(200, 800)).violations if x.clause == "typed-refusal"]
+    # a partition healed long before the call, or one from the orchestrator (the store was reachable), excuses nothing
+    for late in (history(10, 60), history(200, 800, "orchestrator")):
+        assert [x for x in run_check(late).violations if x.clause == "typed-refusal"]

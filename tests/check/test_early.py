@@ -157,3 +157,59 @@ def test_an_epoch_granted_twice_is_proven_while_both_tenures_are_live(tmp_path: 
         _line(hist / f"{p}.jsonl", _inv(p, 1, 30 * ms, "load", None, tenure=["r1", p, 1]))  # both still busy
     found = EarlyJudge(LiveHistory(hist), PLAN, _runs_facts()).step(now=40 * ms)
     assert [v.clause for v in found] == ["epoch-monotonic"] and "granted 2 times" in found[0].statement
+
+
+def test_across_hosts_the_horizon_waits_for_what_is_shipped_and_for_each_hosts_spawns_and_ends(tmp_path) -> None:
+    from soak.check.early import SHIPPED_FILE
+
+    hist = tmp_path / "history"
+    hist.mkdir()
+    shipped = tmp_path / SHIPPED_FILE  # the orchestrator's: every live host's history before it is here
+
+    def ship(ns):
+        shipped.write_text(json.dumps({"shipped_ns": ns}))
+
+    ship(5)  # the storm's start: no host has drained yet
+    read_at = [0]
+    live = LiveHistory(hist, clock=lambda: read_at[0])
+    live.poll()
+    assert live.horizon(1_000) == 5  # nothing is here yet, but a host may have written anything since the start
+    h0 = hist / "nemesis-h0.jsonl"  # a host's own nemesis log
+    _line(h0, {"t": "event", "p": "nemesis", "ts": 10, "kind": "spawn", "v": {"target": "w0.1"}, "h": "h0"})
+    _line(hist / "w1.1.jsonl", _inv("w1.1", 0, 100))
+    _line(hist / "w1.1.jsonl", {"t": "ok", "p": "w1.1", "i": 0, "ts": 900, "v": {}})
+    ship(950)
+    live.poll()
+    assert live.horizon(1_000) == 10  # w0.1 was spawned on h0 and nothing of it is shipped yet
+    _line(hist / "w0.1.jsonl", _inv("w0.1", 0, 300))
+    _line(h0, {"t": "event", "p": "nemesis", "ts": 400, "kind": "kill", "v": {"target": "w0.1"}, "h": "h0"})
+    _line(hist / "w1.1.jsonl", _inv("w1.1", 1, 1000))
+    _line(hist / "w1.1.jsonl", {"t": "ok", "p": "w1.1", "i": 1, "ts": 1100, "v": {}})
+    read_at[0] = 50_000_000  # the kill is shipped 50 ms after it: final only 20 ms after that
+    live.poll()
+    assert live.horizon(60_000_000) == 300 and not live.final
+    assert live.horizon(71_000_000) == 950  # w0.1 is final; what is shipped bounds it, not w1.1's latest line
+    assert [op[7] for op in live.tails[hist / "w0.1.jsonl"].items] == ["info"]  # its call never completed
+    ship(1_500)
+    assert live.horizon(71_000_000) == 950  # read before the files at the next poll, not now
+    live.poll()
+    assert live.horizon(71_000_000) == 1100
+    assert {p.name for p, _ in live.files()[-2:]} == {"nemesis-h0.jsonl", "nemesis.jsonl"}  # folded too
+
+
+def test_across_hosts_the_early_judge_stands_aside_once_the_clock_bound_passes_what_it_assumes(tmp_path) -> None:
+    import pytest
+
+    from soak.check.early import ASSUMED_CLOCK_ERROR_MS, SHIPPED_FILE, StandAside
+
+    hist, _ = _two_tenures(tmp_path, (400, 401))
+    shipped = tmp_path / SHIPPED_FILE
+    facts = PLAN.new_facts(None, None, lease_ttl_ms=100, runs=["r1"], status="running", quorum="",
+                           clock_error_ms=ASSUMED_CLOCK_ERROR_MS)
+    judge = EarlyJudge(LiveHistory(hist, PLAN.make_lease), PLAN, facts)
+    shipped.write_text(json.dumps({"shipped_ns": 1000 * MS, "clock_error_ms": ASSUMED_CLOCK_ERROR_MS}))
+    judge.step(now=2000 * MS)
+    assert judge.slices == 1 and judge.horizon == 2 * MS  # judged: w0.1's latest line bounds it
+    shipped.write_text(json.dumps({"shipped_ns": 1000 * MS, "clock_error_ms": ASSUMED_CLOCK_ERROR_MS + 0.1}))
+    with pytest.raises(StandAside, match="clock offset bound"):
+        judge.step(now=2000 * MS)

@@ -156,6 +156,13 @@ def test_the_networked_storm_runs_a_fault_proxy_on_every_host_and_the_reference_
     # each proxy relays to the store's forwarder on the bridge (.254), as the host's workers would reach it
     assert len(proxies) == 3 and all(p["upstream"].split(":")[0].endswith(".254") for p in proxies), proxies
     assert json.loads((out / "storm.json").read_text())["net_faults"]["faults"]
+    # each host draws its own clock skews: the hosts' first workers are not all shifted by one offset (they agreed
+    # with each other when every host drew the storm's draws, and a store judging expiry by its caller's clock got by)
+    skews: dict[str, list[int]] = {}
+    for name, r in _records(out):
+        if name.startswith("nemesis-") and r.get("kind") == "clock-skew":
+            skews.setdefault(r["h"], []).append(r["v"]["offset_ms"])
+    assert "h0" in skews and len({tuple(v[:1]) for v in skews.values()}) == len(skews), skews
     _no_leftovers()
 
 
@@ -178,6 +185,10 @@ def test_the_unfenced_lock_mutant_fails_on_three_hosts(tmp_path):
     info, out, verdict = _storm(tmp_path, "mutant:redis-setnx-lock", time_bound_s=90.0, stop_on_violation=True)
     assert verdict.result == "fail", verdict.summary()
     assert "stale-rejected" in {v.clause for v in verdict.violations}
+    # the early judge read the hosts' history as it was shipped (`shipped.json`) and stopped the storm at a violation
+    # the full check confirms
+    early = json.loads((out / "storm.json").read_text())["early_judge"]
+    assert info.status == "violation" and early.get("confirmed") and "error" not in early, early
     _no_leftovers()
 
 

@@ -124,6 +124,7 @@ class _Worker:
         self.mix_weights = [self.opt.mix[k] for k in self.mix_keys]
         self.expires = 0  # the expiry this worker last noted on the board
         self.due: list[tuple[float, Lease, int]] = []  # sweeps due once a stall is over: (monotonic s, dead lease, its expiry on the board)
+        self.asked: str | None = None  # a run the nemesis asked this worker to take over while it held another
         # coverage probes: per run, the worker's latest ended tenure and whether it released it; the side runs it
         # deleted; turns through the probes and the cross-run surfaces (every one reached in every storm)
         self.past: dict[str, tuple[Lease, bool]] = {}
@@ -291,7 +292,7 @@ class _Worker:
     def loop(self) -> None:
         while not self.ctx.should_stop():
             self.sweep_due()
-            wanted = self.ctx.wanted()
+            wanted, self.asked = self.asked or self.ctx.wanted(), None
             if wanted in self.main:
                 self.take_over(wanted)
                 continue
@@ -329,6 +330,16 @@ class _Worker:
                 self.held(out.result, asked, linger=True)
                 return
             self.sleep(0.0005)
+
+    def asked_away(self, run: str) -> bool:
+        """Whether the nemesis asked this worker, in its tenure of `run`, to take another run over: a held strike's,
+        whose successor no worker free of a tenure could be (across hosts, `soak.cluster`, a host of one or two
+        workers rarely has one). The tenure then ends at once with its release, and the worker takes that run next."""
+        if self.asked is None:
+            want = self.ctx.wanted()
+            if want in self.main and want != run:  # its own run: it is the successor already
+                self.asked = want
+        return self.asked is not None
 
     def next_run(self) -> str | None:
         """A main run the board shows free or expired, else None after waiting (at most 20 ms) for the next expiry.
@@ -390,7 +401,7 @@ class _Worker:
         # fence's check were refused)
         lead = self.rng.uniform(0.05, 0.25) if strike else self.rng.uniform(0.0, 0.04)
         out, tail = self.busy_until(since + ttl * (1.0 - lead), lease, tail)
-        if self.ctx.should_stop() or (out is not None and out.refused(LeaseHeldError)):
+        if self.ctx.should_stop() or self.asked is not None or (out is not None and out.refused(LeaseHeldError)):
             return out, tail
         # a struck write favours the journal and meta, which every successor reads first
         kind = self.rng.choices(("append", "put_meta", "blob_put"), (1, 2, 1) if strike else (1, 1, 1))[0]
@@ -418,14 +429,15 @@ class _Worker:
         misbehaves). Returns the first refusal by the fence (the tenure is lost) or None, and the tail.
         """
         run = lease.run_id
-        while not self.ctx.should_stop() and (started := time.monotonic()) < deadline:
+        while not self.ctx.should_stop() and not self.asked_away(run) and (started := time.monotonic()) < deadline:
             out, tail = self.write(self.rng.choice(("append", "put_meta", "blob_put")), run, lease, "live", tail, lease)
             # as long again as the write took, so the writers leave the store free half their time: a write that had
             # to wait for a lock backs off as long, and the waits of other callers stay bounded however many write
             time.sleep(min(time.monotonic() - started, max(0.0, deadline - time.monotonic())))
             if out is not None and out.refused(LeaseHeldError):
                 return out, tail
-        self.sleep(deadline - time.monotonic())
+        if self.asked is None:
+            self.sleep(deadline - time.monotonic())
         return None, tail
 
     def tenure(self, lease: Lease, asked: float, linger: bool = False) -> None:
@@ -462,7 +474,7 @@ class _Worker:
             return "renewed" if since > asked and time.monotonic() > granted_by + ttl_s else "live"
 
         for _ in range(self.rng.randint(self.opt.ops_min, self.opt.ops_max)):
-            if self.ctx.should_stop():
+            if self.ctx.should_stop() or self.asked_away(run):
                 break
             kind = self.rng.choices(self.mix_keys, self.mix_weights)[0]
             out: Outcome | None = None
@@ -503,14 +515,15 @@ class _Worker:
         if lost:
             self.sweep(lease)
             return
-        if strike and not self.ctx.should_stop():
+        # asked to take a held strike's run over (`asked_away`): neither strike nor stall, the tenure ends with its release
+        if strike and self.asked is None and not self.ctx.should_stop():
             # end the tenure with a struck edge write, then give a successor a moment (the lease
             # has expired by now) and sweep the dead lease, as after a stall
             out, tail = self.edge_write(lease, since, tail, strike=True)
             wait = 0.0 if out is not None and out.refused(LeaseHeldError) else self.sc.lease_ttl_ms / 4000.0
             self.due.append((time.monotonic() + wait, lease, self.expires))
             return
-        elif stall and not self.ctx.should_stop():
+        elif stall and self.asked is None and not self.ctx.should_stop():
             # the tenure stalls past its ttl: it is never used again until the stall is over, then swept; the
             # worker takes another run meanwhile (a stalled holder does not keep a successor from being free)
             ms = self.opt.stall_ms(self.sc.lease_ttl_ms)
@@ -522,7 +535,7 @@ class _Worker:
             self.ctx.note_expiry(run, 0)  # free at once (unless a successor has noted its own tenure since)
         if out.refused(LeaseHeldError) and not self.ctx.should_stop():
             self.sweep(lease)
-        elif out.ok:
+        elif out.ok and self.asked is None:  # a run asked of it is taken over first
             self.after_release(lease)
 
     def side_cycle(self) -> None:

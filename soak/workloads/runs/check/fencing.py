@@ -1,7 +1,8 @@
 """Fencing, judged per tenure and per refusal: `run-match` (a lease used on another run, found while folding),
 `stale-rejected` and `stale-lease-ops` (anything accepted from a non-grantee, under an epoch before it was issued,
 or invoked after the tenure was superseded or released), `typed-refusal` (an untyped answer to a stale operation,
-unless the network fault nemesis cut the connection while it was in flight: then it is unknown), `live-accepted`
+unless the network fault nemesis cut the connection while it was in flight, or its host was cut off the store
+meanwhile, a storm across hosts: then it is unknown), `live-accepted`
 (a refusal under a tenure that was surely current and live, with no takeover attempted).
 `unleased-passthrough` (an unleased mutation refused by the fence) is found while folding, like `run-match`.
 """
@@ -12,6 +13,7 @@ import bisect
 from collections.abc import Iterable
 from typing import Any
 
+from soak.check.base import host_partitions, in_partition
 from soak.check.verdict import Violation
 from soak.workloads.runs.check.facts import Facts, _retired_grant
 from soak.workloads.runs.check.ops import _LEASE_OPS, _NEVER, evidence
@@ -67,6 +69,7 @@ def check_fencing(facts: Facts, tenures: Iterable[_Tenure] | None = None) -> lis
     """Real time: nothing accepted under a tenure (of `tenures`, default all) invoked after it was superseded or released."""
     out: list[Violation] = []
     cuts: dict[str, list[int]] | None = None
+    cut_off: dict[str, list[tuple[float, float]]] = {}
     for t in facts.tenures.values() if tenures is None else tenures:
         if t.mut is None and t.lop is None and t.unt is None:
             continue
@@ -93,9 +96,12 @@ def check_fencing(facts: Facts, tenures: Iterable[_Tenure] | None = None) -> lis
         if t.unt is not None and t.unt_inv > when:
             ev = evidence(t.unt)
             if cuts is None:
-                cuts = net_cuts(facts)
-            if cut_in_flight(cuts, ev):
-                continue  # the answer is the cut's, not the store's: unknown, as the contract says
+                cuts, cut_off = net_cuts(facts), host_partitions(facts.events)
+            if cut_in_flight(cuts, ev) or in_partition(cut_off, ev.process, ev.invoke_ns, ev.complete_ns,
+                                                       facts.margin_ns):
+                # the answer is the network's, not the store's (a cut of its connection, or its host cut off the
+                # store: soak.cluster): unknown, as the contract says
+                continue
             out.append(Violation(
                 "typed-refusal",
                 f"{ev.f} under stale epoch {t.epoch} of run {t.run} raised untyped {ev.error} instead of LeaseHeldError",

@@ -140,6 +140,15 @@ class HostFaults:
     def _partition(self, storm: Any, agent: Any, now: int) -> None:
         kinds = self.sc.host_partition_from
         kind = kinds[0] if len(kinds) == 1 else self.rng.choice(kinds)
+        if kind == "orchestrator":
+            # a partition from the orchestrator past the agent timeout loses the host: as with kills, at least half
+            # the hosts (rounded up) stay reachable, and they carry the storm to its quorum
+            reachable = [a for a in storm.agents if a.lost is None
+                         and self.partitioned.get(a.host.name, (0, 0, ""))[2] != "orchestrator"]
+            if len(reachable) - 1 < (len(storm.agents) + 1) // 2:
+                if "store" not in kinds:
+                    return
+                kind = "store"
         if kind == "store":
             address, port = self.store
             where = {"store": f"{address}:{port}"}

@@ -47,11 +47,8 @@ _LOADED = code_digest()
 
 
 def _engine_class() -> Any:
-    import random
-
     from soak.storm.orchestrator import _Storm
-    from soak.storm.skew import ClockSkew
-    from soak.storm.worker import OP_INDEX, PHASE, READY, TENURE_EPOCH, TENURE_KEY, TENURE_OP, WANTED, derive_seed
+    from soak.storm.worker import OP_INDEX, PHASE, READY, TENURE_EPOCH, TENURE_KEY, TENURE_OP, WANTED
 
     class _HostEngine(_Storm):
         """The storm engine over one host's worker slots; the central orchestrator owns the quorum and the end."""
@@ -63,12 +60,12 @@ def _engine_class() -> Any:
                                          kill_interval_s=scenario.kill_interval_s * n_hosts,
                                          net_cut_interval_s=scenario.net_cut_interval_s * n_hosts,
                                          net_stall_interval_s=scenario.net_stall_interval_s * n_hosts)
-            super().__init__(scaled, target, local_dir, progress=False)
-            # each host draws its own clock skews: with the storm's draws on every host, every host's first worker
-            # was shifted by the same offset (the first draw is always skewed), so the workers of one-worker hosts
-            # agreed with each other and a store judging expiry by its caller's clock escaped
+            # each host draws its own pauses, kills, strikes, clock skews and network cuts: with the storm's draws on
+            # every host, every host's first worker was shifted by the same offset (the first draw is always skewed),
+            # so the workers of one-worker hosts agreed with each other and a store judging expiry by its caller's
+            # clock escaped; and every host paused and killed on one schedule
             index = slots[0] % n_hosts if slots else 0
-            self.skew = ClockSkew(scenario, random.Random(derive_seed(scenario.seed, -2, index + 1)), self.events)
+            super().__init__(scaled, target, local_dir, progress=False, draws=index + 1)
             self.skew._first = index == 0  # the storm's first skewed worker is one host's, as on one machine
             self.worker_sc = scenario
             self.location = Path(location)

@@ -223,7 +223,9 @@ def _snapshot_main(target_blob: bytes, location: str, scenario_blob: bytes, run_
 class _Storm:
     """The state of one storm while it runs."""
 
-    def __init__(self, scenario: Scenario, target: Any, run_dir: Path, progress: bool) -> None:
+    def __init__(self, scenario: Scenario, target: Any, run_dir: Path, progress: bool, draws: int = 0) -> None:
+        """`draws`: which of the storm's random streams its nemeses draw from (0 on one machine; a host engine of a
+        storm across hosts its host's index + 1, so hosts pause, kill, skew and cut on schedules of their own)."""
         import multiprocess
 
         self.sc = scenario
@@ -246,15 +248,15 @@ class _Storm:
         self.unexpected_exits = 0
         self.boot_tries: dict[int, int] = {}  # slot -> boots tried while no worker had booted yet
         self.interrupted: str | None = None
-        self.rng = random.Random(derive_seed(scenario.seed, -1, 0))
+        self.rng = random.Random(derive_seed(scenario.seed, -1, draws))
         self.events = HistoryWriter(run_dir / EVENTS_FILE, "nemesis")
         self.surfaces = surface_codes(self.workload)
         # per surface and step position, the n of the calls whose held strike there blocked the store (soak.storm.strike)
         self.strike_board = self.mp.RawArray("i", max(1, len(self.surfaces)) * 2 * BOARD_SPAN)
         self.nemesis = self._nemesis()
-        self.skew = ClockSkew(scenario, random.Random(derive_seed(scenario.seed, -2, 0)), self.events)
+        self.skew = ClockSkew(scenario, random.Random(derive_seed(scenario.seed, -2, draws)), self.events)
         # the fault proxy between the workers and a networked store's server (soak.storm.netfault)
-        self.net = NetFaults(scenario, target, self.mp, self.events, random.Random(derive_seed(scenario.seed, -3, 0)),
+        self.net = NetFaults(scenario, target, self.mp, self.events, random.Random(derive_seed(scenario.seed, -3, draws)),
                              _start)
         self.quorum = QuorumTracker(self.history_dir, self.workload.new_counter(scenario), scenario.quorum)
         self.timeline = open(run_dir / QUORUM_FILE, "a")  # one line of counts per second, written live

@@ -163,6 +163,12 @@ def test_the_networked_storm_runs_a_fault_proxy_on_every_host_and_the_reference_
         if name.startswith("nemesis-") and r.get("kind") == "clock-skew":
             skews.setdefault(r["h"], []).append(r["v"]["offset_ms"])
     assert "h0" in skews and len({tuple(v[:1]) for v in skews.values()}) == len(skews), skews
+    # and its own pauses: with the storm's draws every host paused on one schedule, a few ms apart
+    first_pause: dict[str, int] = {}
+    for name, r in _records(out):
+        if name.startswith("nemesis-") and r.get("kind") == "pause":
+            first_pause[r["h"]] = min(first_pause.get(r["h"], r["ts"]), r["ts"])
+    assert len(first_pause) >= 2 and max(first_pause.values()) - min(first_pause.values()) > 50_000_000, first_pause
     _no_leftovers()
 
 

@@ -84,7 +84,7 @@ class RunsOptions:
     strike_prob: float = 0.55
     # the share of released tenures whose released lease is then presented on every surface, the run
     # acquired again at once, and the released lease presented again (now superseded)
-    released_probe_prob: float = 0.5
+    released_probe_prob: float = 1.0
     # the share of tenures that begin by presenting the worker's latest ended tenure of the run (superseded
     # by the new grant) on every surface
     past_probe_prob: float = 0.3

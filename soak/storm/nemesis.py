@@ -31,7 +31,7 @@ from typing import Any
 
 from soak._procstat import proc_state
 from soak.history import HistoryWriter, now_ns
-from soak.storm.strike import board_index
+from soak.storm.strike import AIMED, HELD_SLOT, PLAIN, TRIED, board_index, gaps, untried
 from soak.workloads.context import MODES
 from soak.storm.worker import (
     AGAIN,
@@ -195,6 +195,9 @@ class Nemesis:
         self.sc = scenario
         self.successor_calls = successor_calls or _SUCCESSOR_CALLS  # the workload's (`successor_calls`), if any
         self.strike_board = strike_board  # shared with the workers' strike timers (soak.storm.strike.BOARD_SPAN)
+        self.surfaces = surfaces
+        self.swept: set[str] = set()  # surfaces whose aimed sweep is complete (`note_swept`)
+        self._swept_check_ns = 0
         # where a stop between fence check and commit breaks a non-atomic fence: the workload's mutations
         self.mutation_codes = frozenset(i for i, f in enumerate(surfaces) if f in mutations)
         # where an aimed kill lands: the workload's `kill_surfaces` (where a kill between two commits leaves a split
@@ -290,6 +293,9 @@ class Nemesis:
         now = now_ns()
         killed: list[WorkerHandle] = []
         self.find_strikes(workers, now)
+        if now >= self._swept_check_ns:  # a surface whose calls show nothing to aim at is swept at once
+            self._swept_check_ns = now + 100_000_000
+            self.note_swept()
         killed.extend(self.strike_kills)
         self.strike_kills.clear()
         for w in list(self.paused):
@@ -343,6 +349,8 @@ class Nemesis:
             ops = sum(int(o.state[OP_INDEX]) for o in workers if o is not w and not o.killed and o.alive())
             w.hold = _Hold(key, int(st[TENURE_EPOCH]), expires, max(expires, now) + 2 * self.pause_ns, idle,
                            ops_at_stop=ops)
+            if self.strike_board is not None:
+                self.strike_board[HELD_SLOT] = key + 1  # whoever is granted the run next is its taker
             w.paused_since = now
             self.paused.append(w)
             self.strikes["held"] += 1
@@ -360,9 +368,11 @@ class Nemesis:
         h = w.hold
         if now >= h.cap_ns:
             return "cap"
-        if now < h.expires_ns:
-            return None
         others = [o for o in workers if o is not w and not o.killed and o.alive()]
+        if now < h.expires_ns:
+            # before the expiry only the blocked rule may let it go: a call that holds the store's lock keeps every
+            # successor out however long it is held, and there is no successor to wait for yet
+            return self._blocked(w, h, others, now)
         if not h.asked:  # ask a worker without a tenure to take the run over
             free = [o for o in others if o.paused_since is None and int(o.state[TENURE_KEY]) < 0]
             if free:
@@ -378,6 +388,11 @@ class Nemesis:
                 return "successor"
         elif h.successor is not None:
             return "successor-ended"
+        return self._blocked(w, h, others, now)
+
+    @staticmethod
+    def _blocked(w: WorkerHandle, h: _Hold, others: list[WorkerHandle], now: int) -> str | None:
+        """`blocked` where the held call visibly blocks the store, else None."""
         # the held call blocks the store (holds its lock): since it stopped, the others have made
         # next to no progress (one call each at most), none for a while, and one is stuck in a call
         total = sum(int(o.state[OP_INDEX]) for o in others)
@@ -407,21 +422,31 @@ class Nemesis:
     def resume(self, w: WorkerHandle, why: str | None = None) -> None:
         if w.paused_since is None:
             return
+        k, n, code = int(w.state[STRIKE_STEP]), int(w.state[STRIKE_STEPS]), int(w.state[SURFACE])
+        aimed = bool(int(w.state[AGAIN]) & AGAIN_IO)
         if w.hold is not None and w.hold.successor is not None and w.state[IN_CALL]:
             # a takeover got in while the struck call was held: the worker strikes that position again
             w.state[WITNESSED] = 1
             self.strikes["witnessed"] = self.strikes.get("witnessed", 0) + 1
+            if aimed:
+                self._tried(code, k, n)
         elif w.hold is not None and why == "blocked" and w.state[IN_CALL]:
             # the held call blocked the store: every worker's sweep skips that position of the surface's calls
             w.state[WITNESSED] = BLOCKED
-            k, n, code = int(w.state[STRIKE_STEP]), int(w.state[STRIKE_STEPS]), int(w.state[SURFACE])
-            i = board_index(code, bool(int(w.state[AGAIN]) & AGAIN_IO), k)
-            if self.strike_board is not None and n and i is not None and i < len(self.strike_board):
-                self.strike_board[i] = n
+            self._mark(code, AIMED if aimed else PLAIN, k, n)
+            if aimed:
+                self._tried(code, k, n)
+        elif w.hold is not None and why == "cap" and w.hold.asked and w.state[IN_CALL] and aimed:
+            # held to the cap while a taker asked at the expiry never got the run: the store kept it out the whole
+            # time (a store that answers busy at once instead of waiting for its lock shows no worker stuck, so the
+            # blocked rule cannot see it), so the gap is tried, though no sweep skips it
+            self._tried(code, k, n)
         try:
             signal_worker(w.pid, signal.SIGCONT)
         except ProcessLookupError:
             pass
+        if w.hold is not None and self.strike_board is not None:
+            self.strike_board[HELD_SLOT] = 0
         paused_ns = now_ns() - w.paused_since
         if w.state[IN_CALL]:
             op = int(w.state[OP_INDEX])
@@ -433,6 +458,33 @@ class Nemesis:
         extra = {} if hold is None else {"successor": None if hold.successor is None else hold.successor.name,
                                          "why": why}
         self.log("resume", {"target": w.name, "pid": w.pid, "paused_ms": round(paused_ns / 1e6, 3), **extra})
+
+    def _mark(self, code: int, row: int, k: int, n: int) -> None:
+        i = board_index(code, row, k)
+        if self.strike_board is not None and n and i is not None and i < len(self.strike_board):
+            self.strike_board[i] = n
+
+    def _tried(self, code: int, k: int, n: int) -> None:
+        """An aimed hold at position `k` ended with a successor holding the run, or blocked the store: its gap of the
+        surface's calls is tried (`soak.storm.strike.untried`)."""
+        self._mark(code, TRIED, k, n)
+        self.note_swept()
+
+    def note_swept(self) -> None:
+        """Log a `swept` event for each surface whose aimed sweep every worker shares is complete: a hold has tried
+        every gap between its calls' exchanges (or calls that show no exchange nor wait: nothing to aim at). The
+        quorum's `swept_<surface>` counts it, so a storm is not judged before a takeover was tried at every gap."""
+        if self.strike_board is None:
+            return
+        for code, surface in enumerate(self.surfaces):
+            if not surface or surface in self.swept:
+                continue
+            left = untried(self.strike_board, code)
+            if left is not None and not left:
+                head = int(self.strike_board[board_index(code, TRIED, 0)])
+                self.swept.add(surface)
+                self.log("swept", {"surface": surface, "gaps": len(gaps(abs(head) - 1, head > 0)),
+                                   "exchanges": max(0, head - 1), "strikes_held": self.strikes["held"]})
 
     def resume_all(self, workers: list[WorkerHandle] = ()) -> None:
         """Continue every held worker, and any other worker found stopped (a strike not yet seen)."""
@@ -457,6 +509,8 @@ class Nemesis:
         except ProcessLookupError:
             pass
         w.killed = True
+        if w.hold is not None and self.strike_board is not None:
+            self.strike_board[HELD_SLOT] = 0
         if was_paused and w in self.paused:
             self.paused.remove(w)
         w.paused_since = None

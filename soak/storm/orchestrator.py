@@ -42,7 +42,7 @@ from soak.stores import redact
 from soak.storm.netfault import NetFaults, check_netfaults
 from soak.storm.nemesis import Nemesis, WorkerHandle, call_elapsed_ns, call_state
 from soak.storm.quorum import QuorumTracker
-from soak.storm.strike import BOARD_SPAN
+from soak.storm.strike import BOARD_ROWS, BOARD_SPAN
 from soak.storm.skew import ClockSkew, check_skew, skewed_worker_entry, spawn_environment
 from soak.storm.worker import (
     BOOT_FAILED,
@@ -251,8 +251,9 @@ class _Storm:
         self.rng = random.Random(derive_seed(scenario.seed, -1, draws))
         self.events = HistoryWriter(run_dir / EVENTS_FILE, "nemesis")
         self.surfaces = surface_codes(self.workload)
-        # per surface and step position, the n of the calls whose held strike there blocked the store (soak.storm.strike)
-        self.strike_board = self.mp.RawArray("i", max(1, len(self.surfaces)) * 2 * BOARD_SPAN)
+        # per surface and step position, the n of the calls whose held strike there blocked the store, and the aimed
+        # positions tried storm-wide (soak.storm.strike)
+        self.strike_board = self.mp.RawArray("i", max(1, len(self.surfaces)) * BOARD_ROWS * BOARD_SPAN)
         self.nemesis = self._nemesis()
         self.skew = ClockSkew(scenario, random.Random(derive_seed(scenario.seed, -2, draws)), self.events)
         # the fault proxy between the workers and a networked store's server (soak.storm.netfault)

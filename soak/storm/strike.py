@@ -71,6 +71,15 @@ IO_SHARE = 0.5
 SLOW_NS = 50_000
 #: Step positions per surface and sweep on the storm's shared strike board (a position past it is never skipped).
 BOARD_SPAN = 4096
+#: The rows of the strike board per surface: positions that blocked the store (of the plain sweep, of the aimed
+#: one), and the aimed positions tried storm-wide (`TRIED`: a hold there ended with a successor holding the run,
+#: or blocked the store); slot 0 of the `TRIED` row holds the surface's exchanges (or waits) + 1, as a worker last
+#: counted them (-(waits + 1) where the calls show no exchange, so -1: nothing to aim at).
+PLAIN, AIMED, TRIED = 0, 1, 2
+BOARD_ROWS = 3
+#: The board's slot 0 (position 0 of the first surface's `PLAIN` row, never a position) holds the key + 1 of the run
+#: whose call the nemesis holds struck, 0 while none is held: a worker granted that run is its taker.
+HELD_SLOT = 0
 #: The kinds of aimed position: just before the j-th exchange, just as it returns, just after the j-th wait.
 BEFORE, AFTER, WAIT = 0, 1, 2
 _KIND_SPAN = 512  # exchanges or waits of one call an aimed position can name
@@ -81,9 +90,42 @@ def io_position(kind: int, j: int) -> int:
     return kind * _KIND_SPAN + j
 
 
-def board_index(code: int, io: bool, k: int) -> int | None:
-    """Where the strike board keeps position `k` of surface row `code` (the aimed sweep has a row of its own)."""
-    return (code * 2 + int(io)) * BOARD_SPAN + k if 0 < k < BOARD_SPAN else None
+def board_index(code: int, row: int, k: int) -> int | None:
+    """Where the strike board keeps position `k` of surface `code`'s `row` (`PLAIN`, `AIMED` or `TRIED`; slot 0
+    of `TRIED` is its header)."""
+    lo = 0 if row == TRIED else 1
+    return (code * BOARD_ROWS + row) * BOARD_SPAN + k if lo <= k < BOARD_SPAN else None
+
+
+def gaps(count: int, exchanges: bool) -> list[tuple[int, ...]]:
+    """The gaps an aimed sweep strikes in a call with `count` exchanges (or, `exchanges` False, `count` waits), each
+    as its one or two positions: before the first exchange, then between the j-th and the next (just as the j-th
+    returns, or just before the next: one point of the store's state either way), never after the last (the call
+    has nothing left to change there); after each wait where no exchange is visible."""
+    last = min(count, _KIND_SPAN - 1)
+    if exchanges:
+        return [(io_position(BEFORE, 1),)] + [(io_position(AFTER, j), io_position(BEFORE, j + 1))
+                                               for j in range(1, last)]
+    return [(io_position(WAIT, j),) for j in range(1, last + 1)]
+
+
+def untried(board: Any, code: int) -> list[tuple[int, ...]] | None:
+    """The gaps of surface `code`'s aimed sweep no hold has tried yet storm-wide (`TRIED` row), or None while no
+    worker has counted the surface's calls. A gap is tried once a hold at either of its positions ended with a
+    successor holding the run or blocked the store (at whatever count of exchanges: a call that waited for a lock
+    makes one more, the gaps of the fence and the write stay where they are)."""
+    head = board_index(code, TRIED, 0)
+    if board is None or head + BOARD_SPAN > len(board) or not board[head]:
+        return None
+    value = int(board[head])
+    return [g for g in gaps(abs(value) - 1, value > 0) if not any(board[head + k] for k in g)]
+
+
+def publish_count(board: Any, code: int, exchanges: int, waits: int) -> None:
+    """Write the `TRIED` row's header of surface `code`: its calls' exchanges + 1, or, with none, -(waits + 1)."""
+    head = board_index(code, TRIED, 0)
+    if board is not None and head + BOARD_SPAN <= len(board):
+        board[head] = exchanges + 1 if exchanges else -(waits + 1)
 _IO_NAMES = frozenset({
     "send", "sendall", "sendto", "sendmsg", "recv", "recv_into", "recvfrom", "recvfrom_into", "recvmsg",
     "read", "readinto", "readline", "write", "pread", "pwrite", "readv", "writev", "fsync", "fdatasync",
@@ -171,6 +213,7 @@ class StrikeTimer:
         self._exchanges = self._waits = 0  # in the call being counted
         self._open: list[tuple[Any, int]] = []  # the driver's statement calls in progress (frame, exchange j)
         self._after_exchange = False  # the last boundary was the start of an exchange
+        self._attempt: Any = None  # the C function of the exchange that started at the last boundary
         self._aim: tuple[int, int] | None = None  # an aimed strike: (kind, j)
         self._stop_next = False  # an AFTER aim: stop at the next boundary (the exchange's return)
         self._learning = False  # the call being counted is counted before the surface's first strike
@@ -217,6 +260,16 @@ class StrikeTimer:
         waited = now - self._last_ns >= SLOW_NS and self._seen > 1 and not self._after_exchange
         self._last_ns = now
         self._after_exchange = False
+        attempt, self._attempt = self._attempt, None
+        if event == "c_exception" and attempt is not None and arg is attempt:
+            # the exchange just counted raised (a lock attempt answered busy, to be tried again): it changed
+            # nothing, so it is not counted, and the j-th exchange stays the same step of the call however often
+            # the store had to retry before it
+            self._exchanges -= 1
+            self._stop_next = False  # an AFTER aim waits for the attempt that returns
+            if self._counting is not None and self._seen == self._counting[1]:
+                self._stop()
+            return
         if self._stop_next:  # the exchange an AFTER aim names has just returned
             self._stop_next = False
             self._stop()
@@ -241,8 +294,10 @@ class StrikeTimer:
                 x.append((frame, j))
             else:
                 self._after_exchange = True
+                self._attempt = arg
             if aim is not None and aim[0] != WAIT and j == aim[1]:
                 if aim[0] == BEFORE:
+                    self._aim = None  # one stop: the attempt may fail and be counted again
                     self._stop()
                     self._after_exchange = event == "c_call"
                     return
@@ -282,6 +337,7 @@ class StrikeTimer:
         self._seen = self._exchanges = self._waits = 0
         self._open = []
         self._after_exchange = self._stop_next = False
+        self._attempt = None
         self._aim = None
         self._learning = False
         self._counting = (surface, k)
@@ -317,6 +373,7 @@ class StrikeTimer:
         if provisional:
             self._provisional[surface] = (seen, self._exchanges if exchanges is None else exchanges,
                                           self._waits if waits is None else waits)
+            self._publish(surface, *self._provisional[surface][1:])
             return
         recent = self._steps.get(surface)
         if recent is None:
@@ -326,6 +383,18 @@ class StrikeTimer:
         if seen == counts[len(counts) // 2]:
             self._io[surface] = (self._exchanges if exchanges is None else exchanges,
                                  self._waits if waits is None else waits)
+            self._publish(surface, *self._io[surface])
+
+    def _publish(self, surface: str, exchanges: int, waits: int) -> None:
+        """Tell the storm how many exchanges (or waits) the surface's calls make (the `TRIED` row's header)."""
+        if self._board is not None and surface in self._codes:
+            publish_count(self._board, self._codes[surface], exchanges, waits)
+
+    def untried_gaps(self, surface: str) -> list[tuple[int, ...]]:
+        """The gaps of the surface's aimed sweep no hold has tried yet storm-wide (none without a board)."""
+        if self._board is None or surface not in self._codes:
+            return []
+        return untried(self._board, self._codes[surface]) or []
 
     def note_witnessed(self, surface: str) -> None:
         """The nemesis held the step strike that just ended and a successor took its run over meanwhile: strike its
@@ -348,14 +417,14 @@ class StrikeTimer:
         store before."""
         was = self._blocked.get((surface, io), {}).get(k)
         if was is None and self._board is not None and surface in self._codes:
-            i = board_index(self._codes[surface], io, k)
+            i = board_index(self._codes[surface], int(io), k)
             was = (int(self._board[i]) or None) if i is not None and i < len(self._board) else None
         return was is not None and (was == n if io else _close(was, n))
 
     def _forget_blocked(self, surface: str, io: bool) -> None:
         self._blocked.pop((surface, io), None)
         if self._board is not None and surface in self._codes:
-            row = board_index(self._codes[surface], io, 1) - 1
+            row = board_index(self._codes[surface], int(io), 1) - 1
             for i in range(row, min(row + BOARD_SPAN, len(self._board))):
                 self._board[i] = 0
 
@@ -370,22 +439,23 @@ class StrikeTimer:
         count = exchanges or waits
         if not count:
             return None
-        last = min(count, _KIND_SPAN - 1)
-        if exchanges:
-            gaps = [(io_position(BEFORE, 1),)] + [(io_position(AFTER, j), io_position(BEFORE, j + 1))
-                                                   for j in range(1, last)]
-        else:
-            gaps = [(io_position(WAIT, j),) for j in range(1, last + 1)]
-        open_ = [g for g in gaps if not any(self._skip(surface, True, k, count) for k in g)]
+        every = gaps(count, bool(exchanges))
+        rnd = random.Random(seed)
+        fresh = [g for g in self.untried_gaps(surface) if g in every]
+        if fresh:  # the storm's sweep first: a gap no hold has tried yet, whoever strikes it
+            # the gap before the first exchange last: nothing of the call has reached the store there, so a takeover
+            # there meets a call that has not checked anything yet (the stale probes' case), never a split one
+            gap = rnd.choice([g for g in fresh if g != every[0]] or fresh)
+            return rnd.choice(gap)
+        open_ = [g for g in every if not any(self._skip(surface, True, k, count) for k in g)]
         if not open_:
             self._forget_blocked(surface, True)
-            open_ = gaps
+            open_ = every
         done = self._io_done.setdefault(surface, {})
         left = [g for g in open_ if done.get(g[0]) != count]
         if not left:
             done.clear()
             left = open_
-        rnd = random.Random(seed)
         gap = rnd.choice(left)
         done[gap[0]] = count
         return rnd.choice(gap)
@@ -411,7 +481,9 @@ class StrikeTimer:
                 repeat.pop(0)
             return k, rn, True
         seed = int(u * 2**32)
-        if io and aimed_n and random.Random(seed ^ 0x5EED).random() < IO_SHARE:
+        # every step strike is aimed while the storm's sweep of the surface's gaps is not complete, then IO_SHARE
+        share = 1.0 if io and aimed_n and self.untried_gaps(surface) else IO_SHARE
+        if io and aimed_n and random.Random(seed ^ 0x5EED).random() < share:
             k = self._aimed(surface, seed, n)
             if k is not None:
                 self.io = True

@@ -197,7 +197,7 @@ def worker_main(spec: WorkerSpec, state: Any, stop: Any, go: Any, board: Any = N
     from soak.retry import BusyExhausted
     from soak.history import HistoryWriter
     from soak.spi import StoreError
-    from soak.storm.strike import MODES, StrikeTimer
+    from soak.storm.strike import HELD_SLOT, MODES, StrikeTimer
     from soak.storm.wire_aim import ChildAim
     from soak.workloads import StoreEndedProcess, WorkerContext, get_workload
 
@@ -233,7 +233,8 @@ def worker_main(spec: WorkerSpec, state: Any, stop: Any, go: Any, board: Any = N
                 opened["struck"] = surface if mode == "step" else None
             state[STRIKE_STEP], state[STRIKE_STEPS] = timer.position
             state[AGAIN] = int(timer.again) | (AGAIN_IO if timer.io and child is None else 0)
-        elif timer.wants_count(f) and getattr(opened.get("store"), "strike_next", None) is None:
+        elif f != "open" and timer.wants_count(f) and getattr(opened.get("store"), "strike_next", None) is None:
+            # (the boot is never struck: counting it would only slow it, and the first workers boot at once to race)
             timer.learn(f)  # count the surface's boundaries before its first strike (never stops)
             opened["counting"] = f
         elif timer.available and not aim.counted(f) and getattr(opened.get("store"), "strike_next", None):
@@ -283,6 +284,10 @@ def worker_main(spec: WorkerSpec, state: Any, stop: Any, go: Any, board: Any = N
 
     run_ids = list(keys)
     opened: dict[str, Any] = {}  # the store object once booted; while a wire store's child is struck, the surface
+
+    def held_run() -> str | None:
+        held = int(strike_board[HELD_SLOT]) if strike_board is not None else 0
+        return run_ids[held - 1] if 0 < held <= len(run_ids) else None
 
     def wanted() -> str | None:
         want = int(state[WANTED])
@@ -382,6 +387,8 @@ def worker_main(spec: WorkerSpec, state: Any, stop: Any, go: Any, board: Any = N
         note_expiry=note_expiry,
         expiry=expiry,
         can_strike=timer.available,
+        unswept=lambda surface: bool(timer.untried_gaps(surface)),
+        held_run=held_run,
         load=spec.slot >= sc.workers,
         load_index=spec.slot - sc.workers,
         oldest_call_ns=oldest_call_ns,

@@ -131,7 +131,7 @@ class Workload(Protocol):
 
 def count_event(counts: dict[str, int], process: str, kind: str, value: dict[str, Any]) -> None:
     """Add one history event to the nemesis's quorum counters (stalls, pauses, pauses inside a call, strikes held,
-    kills): the
+    kills, surfaces whose aimed sweep is complete): the
     one reading the storm's tailer and the checker's recount share."""
     if process == "nemesis":
         if kind == "pause":
@@ -142,6 +142,8 @@ def count_event(counts: dict[str, int], process: str, kind: str, value: dict[str
                 counts["strikes_held"] = counts.get("strikes_held", 0) + 1
         elif kind == "kill":
             counts["kills"] = counts.get("kills", 0) + 1
+        elif kind == "swept":  # every gap of the surface's calls tried by an aimed hold (soak.storm.nemesis)
+            counts[f"swept_{value.get('surface')}"] = 1
         elif kind == "timeout-kill":
             counts["timeout_kills"] = counts.get("timeout_kills", 0) + 1
     elif kind == "stall":

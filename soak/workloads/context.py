@@ -87,6 +87,11 @@ class WorkerContext:
     expiry: Callable[[str], int] = lambda key: 0
     #: True where the worker can stop itself inside a call (`strike_next_call`)
     can_strike: bool = False
+    #: whether the storm's aimed sweep of a surface's calls still has a gap no held strike has tried
+    #: (`soak.storm.strike.untried`): a workload choosing which call to strike prefers such a surface
+    unswept: Callable[[str], bool] = lambda surface: False
+    #: the run whose call the nemesis holds struck right now (None: none): a worker granted it is the taker
+    held_run: Callable[[], str | None] = lambda: None
     #: True in a load worker (the scenario's `load_workers`): it presses the store beside the tenure workers;
     #: `load_index` numbers the load workers from 0
     load: bool = False

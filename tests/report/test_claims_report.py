@@ -167,3 +167,15 @@ def test_a_superseded_tenure_used_after_its_successor_runs_on_to_its_last_use():
     ]
     got = [(t.epoch, t.start_ns, t.end_ns, t.ended) for t in report_tenures(ops, 50)]
     assert got == [(5, 10, 30, "superseded"), (6, 20, 50, "open")]
+
+
+def test_a_claim_answered_after_the_next_epochs_grant_starts_before_it():
+    """A claim whose caller was held stopped between the store's grant and its answer completes after the next
+    epoch's claim: its tenure took effect first, so its bar starts before the next one's (epochs in time order)."""
+    k = "p0/t1"
+    ops = [
+        _op("w1.1", 1, "claim", k, None, "ok", _claimed(("n1", "a0"), 8), at=20, intent="claim"),
+        _op("w0.1", 1, "claim", k, None, "ok", _claimed(("n0", "a0"), 7), at=25, intent="claim"),  # held, answered late
+    ]
+    got = [(t.epoch, t.start_ns, t.end_ns, t.ended) for t in report_tenures(ops, 50)]
+    assert got == [(7, 19, 20, "superseded"), (8, 20, 50, "open")]

@@ -19,7 +19,7 @@ import pytest
 from soak.history import HistoryWriter, now_ns
 from soak.scenario import load_scenario
 from soak.storm.nemesis import Nemesis, WorkerHandle, _is_stopped, _wait_stopped
-from soak.storm.strike import REPEATS, StrikeTimer
+from soak.storm.strike import BOARD_ROWS, BOARD_SPAN, REPEATS, StrikeTimer
 from soak.storm.worker import (
     IN_CALL,
     OP_INDEX,
@@ -375,7 +375,7 @@ def test_a_position_that_blocked_the_store_is_skipped_by_every_worker_of_the_sto
     from soak.storm.strike import AFTER, BEFORE, board_index, io_position
     from soak.storm.worker import AGAIN, AGAIN_IO, BLOCKED, STRIKE_STEP, STRIKE_STEPS, SURFACE
 
-    board = multiprocessing.RawArray("i", 4 * 2 * 4096)
+    board = multiprocessing.RawArray("i", 4 * BOARD_ROWS * BOARD_SPAN)
     nem = Nemesis(load_scenario("smoke"), random.Random(1), HistoryWriter(tmp_path / "nemesis.jsonl", "nemesis"),
                   strike_board=board)
     blocking = io_position(BEFORE, 2)
@@ -397,6 +397,102 @@ def test_a_position_that_blocked_the_store_is_skipped_by_every_worker_of_the_sto
     assert {k for k, _ in plans} == {io_position(BEFORE, 1), io_position(AFTER, 2), io_position(BEFORE, 3)}
     other._io["s"] = (4, 0)  # the calls changed: the mark no longer applies
     assert blocking in {k for k, _ in _aimed_plans(other, 14)}
+
+
+def test_the_storm_sweeps_every_gap_of_a_surface_once_before_its_swept_counter_is_set(tmp_path, procs):
+    """Every worker's step strikes are aimed at a gap no hold has tried yet while one is left; a hold there that a
+    successor took over or that blocked the store tries it; once every gap of a surface is tried the nemesis logs
+    `swept`, which the quorum counts as `swept_<surface>` (a surface whose calls show no exchange is swept at once)."""
+    import multiprocessing
+
+    from soak.history import decode_line
+    from soak.storm.strike import AFTER, BEFORE, gaps, io_position, untried
+    from soak.storm.worker import AGAIN, AGAIN_IO, STRIKE_STEP, STRIKE_STEPS, SURFACE
+    from soak.workloads import count_event
+
+    board = multiprocessing.RawArray("i", 4 * BOARD_ROWS * BOARD_SPAN)
+    nem = Nemesis(load_scenario("smoke"), random.Random(1), HistoryWriter(tmp_path / "nemesis.jsonl", "nemesis"),
+                  strike_board=board, surfaces=("", "s", "quiet"))
+    timers = [StrikeTimer(board, {"s": 1, "quiet": 2}) for _ in range(2)]
+    for t in timers:
+        t._steps["s"] = [80, 80, 80]
+        t.note_steps("s", 80, exchanges=3, waits=0)  # publishes the count: 3 exchanges, 3 gaps
+    assert untried(board, 1) == gaps(3, True) == [(io_position(BEFORE, 1),),
+                                                 (io_position(AFTER, 1), io_position(BEFORE, 2)),
+                                                 (io_position(AFTER, 2), io_position(BEFORE, 3))]
+    timers[1].note_steps("quiet", 30, exchanges=0, waits=0, provisional=True)  # nothing to aim at
+    nem.step([])
+    tried = []
+    for i, k in enumerate([io_position(BEFORE, 1), io_position(AFTER, 1), io_position(BEFORE, 3)]):
+        # every plan of either worker is aimed, at a gap not tried yet
+        plans = [t.plan_step("s", u / 10, io=True) for t in timers for u in range(1, 6)]
+        assert all(t.io for t in timers) and {p[0] for p in plans} <= set().union(*untried(board, 1))
+        now = now_ns()
+        victim = _handle(procs, i, {IN_CALL: 1, STRIKE: 2, TENURE_KEY: 0, TENURE_EPOCH: 3, TENURE_EXPIRES_NS: now,
+                                    OP_INDEX: 7, SURFACE: 1, STRIKE_STEP: k, STRIKE_STEPS: 3, AGAIN: AGAIN_IO})
+        os.kill(victim.pid, signal.SIGSTOP)
+        assert _wait_stopped(victim.pid)
+        nem.find_strikes([victim], now)
+        if i == 1:  # a hold nobody took over is no try
+            nem.resume(victim, "cap")
+            assert len(untried(board, 1)) == 2
+            os.kill(victim.pid, signal.SIGSTOP)
+            assert _wait_stopped(victim.pid)
+            nem.find_strikes([victim], now)
+        victim.hold.successor = victim if i != 1 else None
+        nem.resume(victim, "successor" if i != 1 else "blocked")
+        tried.append(k)
+        assert len(untried(board, 1)) == 2 - i
+    nem.writer.close()
+    lines = (decode_line(raw) for raw in (tmp_path / "nemesis.jsonl").read_bytes().splitlines())
+    events = [e for e in lines if e.get("kind") == "swept"]
+    assert [(e["v"]["surface"], e["v"]["gaps"]) for e in events] == [("quiet", 0), ("s", 3)]
+    counts: dict[str, int] = {}
+    for e in events:
+        count_event(counts, "nemesis", "swept", e["v"])
+    assert counts == {"swept_quiet": 1, "swept_s": 1}
+    # the sweep done, the plans are shared between both sweeps again
+    plans = [timers[0].plan_step("s", u / 97, io=True) and timers[0].io for u in range(1, 60)]
+    assert 0 < sum(plans) < len(plans)
+
+
+_RETRY_CHILD = textwrap.dedent("""
+    import os, sys
+    from soak.storm.strike import StrikeTimer
+    timer = StrikeTimer()
+    kind, j, fd = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
+    tries = [2]
+
+    def call():  # one exchange, then a lock taken after two attempts that fail (busy), then one more exchange
+        os.write(fd, b"0")
+        while True:
+            try:
+                os.write(-1 if tries[0] else fd, b"1")
+                break
+            except OSError:
+                tries[0] -= 1
+        os.write(fd, b"2")
+
+    timer.count_to("s", 0)
+    call()
+    timer.note_steps("s", timer.stop_counting())
+    print("exchanges", timer._io["s"][0], flush=True)
+    tries[0] = 1
+    timer.count_to("s", 0)
+    timer._aim = (kind, j)
+    call()
+    timer.stop_counting()
+    print("returned", flush=True)
+""")
+
+
+@pytest.mark.parametrize(("kind", "j", "written"), [(0, 2, b"0"), (1, 2, b"01"), (0, 3, b"01"), (1, 1, b"0")])
+def test_an_exchange_that_raises_is_not_counted_so_positions_stay_put_when_a_store_retries(kind, j, written):
+    """A busy answer the store retries changed nothing: the j-th exchange is the same step of the call whether the
+    lock came at the first attempt or the third (a split fence's window stays at one gap)."""
+    printed, got = _aimed_stop(_RETRY_CHILD, kind, j, 3)
+    assert printed == ["exchanges", "3"]  # the two failed attempts are not exchanges
+    assert got == written
 
 
 def test_a_surface_is_counted_before_its_first_strike():

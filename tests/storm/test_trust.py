@@ -284,7 +284,8 @@ def test_a_worker_stopped_inside_a_call_as_the_storm_ends_is_continued(tmp_path)
     """A stop the nemesis did not hold (a strike landing after its last look, as the storm ends) is continued at
     once, so the stopped worker does not sit on the store's lock while the others wait out their timeouts: the
     reference store's storm still passes, with no call past the bound."""
-    res, run_dir = _storm(tmp_path, "open_stops_itself_in_meta", "strike_prob=0.0", "quorum.strikes_held=0")
+    res, run_dir = _storm(tmp_path, "open_stops_itself_in_meta", "strike_prob=0.0", "quorum.strikes_held=0",
+                          "quorum.swept_append=0", "quorum.swept_put_meta=0", "quorum.swept_blob_put=0")
     _no_traceback(res)
     v = _verdict(run_dir)
     assert v["result"] == "pass", (v["reasons"], [x["statement"] for x in v["violations"]][:3])

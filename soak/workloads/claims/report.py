@@ -97,6 +97,11 @@ def report_tenures(ops: list[Any], t1: int) -> list[Any]:
         by_task[t.run].append(t)
     for task in by_task.values():
         task.sort(key=lambda t: t.epoch)
+        for cur, nxt in reversed(list(zip(task, task[1:]))):
+            # a claim answered after the next epoch was granted (its caller was held stopped between the store's
+            # grant and the answer) took effect before that grant: its bar starts no later
+            if nxt.start_ns <= cur.start_ns and (nxt.run, nxt.epoch) not in proved:
+                cur.start_ns = nxt.start_ns - 1
         for cur, nxt in zip(task, task[1:]):
             if (nxt.run, nxt.epoch) in proved and nxt.start_ns <= cur.start_ns:
                 nxt.start_ns = cur.start_ns + 1  # its unknown claim took effect after the previous epoch's grant

@@ -13,8 +13,8 @@ from soak.errors import ScenarioError
 from soak.scenario import int_key, number_key
 from soak.workloads.runs.coverage import COVER_KEYS
 
-__all__ = ["ACCEPT_SURFACES", "MIX_KEYS", "QUORUM_KEYS", "RunsOptions", "SCHEMA", "STALE_SURFACES", "TABLES",
-           "check_options"]
+__all__ = ["ACCEPT_SURFACES", "MIX_KEYS", "QUORUM_KEYS", "RunsOptions", "SCHEMA", "STALE_SURFACES", "STRUCK_SURFACES",
+           "TABLES", "check_options"]
 
 #: Surfaces a stale sweep probes; each has its own `stale_<surface>` counter.
 STALE_SURFACES: tuple[str, ...] = (
@@ -22,6 +22,10 @@ STALE_SURFACES: tuple[str, ...] = (
 )
 #: Surfaces a live tenure writes; each has its own `accepted_<surface>` counter.
 ACCEPT_SURFACES: tuple[str, ...] = ("append", "put_meta", "blob_put", "blob_delete", "renew")
+
+#: The surfaces a tenure's struck edge write calls (`soak.workloads.runs.worker`); each has a `swept_<surface>`
+#: counter: 1 once a hold has tried every gap between its calls' exchanges (`soak.storm.nemesis.Nemesis.note_swept`).
+STRUCK_SURFACES: tuple[str, ...] = ("append", "put_meta", "blob_put")
 
 #: The quorum counters of the runs workload (the nemesis's `pauses`, `pauses_in_call`, `kills` are the storm's).
 QUORUM_KEYS: tuple[str, ...] = (
@@ -33,6 +37,7 @@ QUORUM_KEYS: tuple[str, ...] = (
     "deletion_cycles",
     "cross_refusals",
     "stalls",
+    *(f"swept_{s}" for s in STRUCK_SURFACES),
     *COVER_KEYS,
 )
 
@@ -59,6 +64,8 @@ DEFAULT_QUORUM = {
     "accepted_renew": 10,
     "deletion_cycles": 10, "cross_refusals": 10, "stalls": 10, "pauses": 5, "pauses_in_call": 1,
     "strikes_held": 15, "kills": 2,
+    # every gap between the exchanges of every struck surface's calls tried by a held strike
+    **{f"swept_{s}": 1 for s in STRUCK_SURFACES},
     # every cell of the probe coverage table at least once (`soak.workloads.runs.coverage`)
     **dict.fromkeys(COVER_KEYS, 1),
 }

@@ -30,6 +30,7 @@ from typing import Any
 from soak.history import meta_fields_for, payload_for, tag_of
 from soak.spi import JournalEntry, Lease, LeaseHeldError, RunMeta
 from soak.workloads.context import Outcome, WorkerContext
+from soak.workloads.runs.options import STRUCK_SURFACES
 
 __all__ = ["CROSS_RUN", "UNLEASED_RUN", "run_worker"]
 
@@ -304,7 +305,8 @@ class _Worker:
             if not out.ok:
                 self.sleep(self.rng.uniform(0.0005, 0.002))  # held, busy or unknown: the board says what is next
                 continue
-            self.held(out.result, asked)
+            # granted the run of a call the nemesis holds struck (ahead of the worker it asked): be its taker
+            self.held(out.result, asked, linger=self.ctx.held_run() == run)
 
     def held(self, lease: Lease, asked: float, linger: bool = False) -> None:
         self.publish(lease)
@@ -403,8 +405,11 @@ class _Worker:
         out, tail = self.busy_until(since + ttl * (1.0 - lead), lease, tail)
         if self.ctx.should_stop() or self.asked is not None or (out is not None and out.refused(LeaseHeldError)):
             return out, tail
-        # a struck write favours the journal and meta, which every successor reads first
-        kind = self.rng.choices(("append", "put_meta", "blob_put"), (1, 2, 1) if strike else (1, 1, 1))[0]
+        # a struck write favours the journal and meta, which every successor reads first, and a surface whose calls'
+        # gaps the storm's held strikes have not all tried yet (`swept_<surface>` of the quorum)
+        kinds = STRUCK_SURFACES if strike else ("append", "put_meta", "blob_put")
+        weights = [(8 if self.ctx.unswept(k) else 1) * (2 if k == "put_meta" else 1) for k in kinds] if strike else None
+        kind = self.rng.choices(kinds, weights)[0]
         if kind == "append" and tail is None:
             tail = self.load_tail(lease.run_id, "live", lease)
             if tail is None:

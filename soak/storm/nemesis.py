@@ -15,9 +15,10 @@ holds:
 - a successor holds the run and has started its third call since the grant (its reads of the
   journal and meta are done; a workload may ask for more, `successor_calls`: the runs workload waits for
   its taker's whole first read, the journal, the meta and every blob): `successor`;
-- the held call visibly blocks the store: since the stop the others have started at most one
-  call each, none for a quarter of the ttl, and one is stuck inside a call (with several
-  workers held, the earliest such stop goes first): `blocked`;
+- the held call visibly blocks the store, before its lease's expiry too: since the stop the others
+  have started at most one call each, none for a sixth of the ttl (at least 20 ms), and two of the
+  others that run are stuck inside a call (one where only one runs; with several workers held, the
+  earliest such stop goes first): `blocked`;
 - twice the pause length past the lease's expiry: `cap`.
 """
 
@@ -345,7 +346,7 @@ class Nemesis:
                 self.strikes["overlapped"] = self.strikes.get("overlapped", 0) + 1
                 continue
             expires = int(st[TENURE_EXPIRES_NS])
-            idle = max(20_000_000, self.sc.lease_ttl_ms * 250_000)  # a quarter of the ttl, at least 20 ms
+            idle = max(20_000_000, self.sc.lease_ttl_ms * 1_000_000 // 6)  # a sixth of the ttl, at least 20 ms
             ops = sum(int(o.state[OP_INDEX]) for o in workers if o is not w and not o.killed and o.alive())
             w.hold = _Hold(key, int(st[TENURE_EPOCH]), expires, max(expires, now) + 2 * self.pause_ns, idle,
                            ops_at_stop=ops)
@@ -404,9 +405,11 @@ class Nemesis:
         if any(o.paused_since is not None and o.paused_since < w.paused_since
                and (o.hold is None or o.hold.progress - o.hold.ops_at_stop <= len(others)) for o in others):
             return None  # an earlier stop that may block the store goes first
-        if h.progress_ns <= quiet and any(
-                o.paused_since is None and o.state[IN_CALL] and max(int(o.state[SINCE_NS]), w.paused_since) <= quiet
-                for o in others):
+        # two stuck where two or more others run (one alone could be a call starved of CPU on a loaded machine)
+        running = [o for o in others if o.paused_since is None]
+        stuck = sum(1 for o in running
+                    if o.state[IN_CALL] and max(int(o.state[SINCE_NS]), w.paused_since) <= quiet)
+        if h.progress_ns <= quiet and stuck >= min(2, len(running)) and stuck:
             return "blocked"
         return None
 

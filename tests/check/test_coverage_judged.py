@@ -98,6 +98,21 @@ def test_a_reentrant_acquire_granted_is_lease_exclusive():
     assert statements(v, "lease-exclusive"), v.violations
 
 
+def test_a_future_epochs_refused_release_before_its_grant_does_not_hide_a_reentrant_grant():
+    """The future-epoch probe presents epoch 4 before it exists, release included (refused); epoch 4 is granted
+    later and its live holder granted the run again: the refused release, over before epoch 4's grant, cannot have
+    ended that tenure, so the reentrant grant is still `lease-exclusive` (it escaped 1 storm in 20 before)."""
+    h = clean_history()
+    b3 = h.acquire("w2.1", "r1", 400, 3)
+    h.release("w2.1", Lease("r1", "w2.1", 4), 402, outcome="fail", intent="future")
+    h.release("w2.1", b3, 404)
+    b4 = h.acquire("w2.1", "r1", 410, 4)
+    h.renew("w2.1", b4, 412)
+    h.acquire("w2.1", "r1", 414, 5, intent="reentrant")
+    v = run_check(h)
+    assert statements(v, "lease-exclusive"), v.violations
+
+
 def test_a_reacquire_refused_right_after_release_is_ttl_honoured():
     h = clean_history()
     b3 = h.acquire("w2.1", "r1", 400, 3)

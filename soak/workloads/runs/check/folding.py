@@ -244,8 +244,8 @@ def fold(facts: Facts, ops: Iterable[Operation | Any], until: float = _NEVER) ->
                         ra.del_ok = (key, op)
                     if ra.del_any is None or key > ra.del_any:
                         ra.del_any = key
-                    if invoke < t.rel_inv:  # a delete may end its tenure (the store's choice), as a release does
-                        t.rel_inv = invoke
+                    if invoke < t.rel_any:  # a delete may end its tenure (the store's choice), as a release does
+                        t.rel_any = invoke
             else:
                 if invoke > t.lop_inv:
                     t.lop_inv, t.lop = invoke, op
@@ -253,16 +253,18 @@ def fold(facts: Facts, ops: Iterable[Operation | Any], until: float = _NEVER) ->
                     t.marks.append((invoke, complete))
                 else:
                     _mark_epoch(epochs, run, epoch, 2)
-                    if invoke < t.rel_inv:
-                        t.rel_inv = invoke
+                    if invoke < t.rel_any:
+                        t.rel_any = invoke
                     if complete < t.rel_ok:
                         t.rel_ok = complete
                         t.rel_ok_ev = op if t.lop is op else _lite(op)
         elif outcome == "fail":
             n_fail += 1
-            if f == "release":
+            if f == "release":  # refused: it may still have ended the tenure, unless it was over before its grant
                 t = _tenure_of(tenures, run, epoch)
-                t.rel_inv = min(t.rel_inv, invoke)
+                if t.rel_fail is None:
+                    t.rel_fail = []
+                t.rel_fail.append((invoke, complete))
             if error == "LeaseHeldError" and own_run:
                 t = tenures.get((run, epoch))
                 owner = lease.owner
@@ -281,7 +283,7 @@ def fold(facts: Facts, ops: Iterable[Operation | Any], until: float = _NEVER) ->
                 continue
             t = _tenure_of(tenures, run, epoch)
             if f == "release":
-                t.rel_inv = min(t.rel_inv, invoke)
+                t.rel_any = min(t.rel_any, invoke)
             elif f == "renew":
                 if t.renew_unk is None:
                     t.renew_unk = []
@@ -290,7 +292,7 @@ def fold(facts: Facts, ops: Iterable[Operation | Any], until: float = _NEVER) ->
                 if invoke > t.unt_inv:
                     t.unt_inv, t.unt = invoke, _lite(op)
             if f == "delete":
-                t.rel_inv = min(t.rel_inv, invoke)  # it may have ended the tenure
+                t.rel_any = min(t.rel_any, invoke)  # it may have ended the tenure
                 ra = _run_of(run_acc, run)
                 if ra.del_any is None or key > ra.del_any:
                     ra.del_any = key

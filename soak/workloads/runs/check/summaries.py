@@ -30,8 +30,8 @@ def _settle(tenure: _Tenure | None, objects: Iterable[_Obj]) -> None:
 class _Tenure:
     """What the history says about one (run, epoch). Operations are held as whole tuples or `_lite`."""
 
-    __slots__ = ("run", "epoch", "grants", "marks", "rel_ok", "rel_ok_ev", "rel_inv", "mut_inv", "mut", "lop_inv", "lop",
-                 "unt_inv", "unt", "users", "renew_unk")
+    __slots__ = ("run", "epoch", "grants", "marks", "rel_ok", "rel_ok_ev", "rel_any", "rel_fail", "mut_inv", "mut",
+                 "lop_inv", "lop", "unt_inv", "unt", "users", "renew_unk")
 
     def __init__(self, run: str, epoch: int) -> None:
         self.run = run
@@ -40,7 +40,8 @@ class _Tenure:
         self.marks: list[tuple[int, int]] = []  # ok acquire/renew: (invoke, complete)
         self.rel_ok: float = _NEVER  # earliest completion of an ok release
         self.rel_ok_ev: Any = None
-        self.rel_inv: float = _NEVER  # earliest invocation of any release
+        self.rel_any: float = _NEVER  # earliest invocation of a release (or delete) accepted or of unknown outcome
+        self.rel_fail: list[tuple[int, int]] | None = None  # refused releases: (invoke, complete)
         self.mut_inv, self.mut = -1, None  # latest-invoked accepted mutation
         self.lop_inv, self.lop = -1, None  # latest-invoked accepted renew/release
         self.unt_inv, self.unt = -1, None  # latest-invoked untyped unknown outcome
@@ -57,6 +58,20 @@ class _Tenure:
             self.unt = _lite_of(self.unt, memo)
         if self.rel_ok_ev is not None and len(self.rel_ok_ev) == _RAW_LEN:
             self.rel_ok_ev = _lite_of(self.rel_ok_ev, memo)
+
+    @property
+    def rel_inv(self) -> float:
+        """The earliest invocation of a release that may have ended this tenure: accepted, of unknown outcome, or
+        refused but not over before the tenure's first grant was invoked (a lease presented before its epoch was
+        granted, a coverage probe's future epoch, is refused and cannot end the tenure granted later)."""
+        r = self.rel_any
+        fails = self.rel_fail
+        if fails is not None:
+            g = self.grant_invoke() if self.grants else None
+            for inv, done in fails:
+                if inv < r and (g is None or done >= g):
+                    r = inv
+        return r
 
     def granted_to(self, owner: str) -> bool:
         """Whether an accepted acquire of this tenure named `owner`."""
@@ -89,8 +104,10 @@ class _Tenure:
         self.marks.extend(later.marks)
         if later.rel_ok < self.rel_ok:
             self.rel_ok, self.rel_ok_ev = later.rel_ok, later.rel_ok_ev
-        if later.rel_inv < self.rel_inv:
-            self.rel_inv = later.rel_inv
+        if later.rel_any < self.rel_any:
+            self.rel_any = later.rel_any
+        if later.rel_fail:
+            self.rel_fail = [*(self.rel_fail or ()), *later.rel_fail]
         if later.mut_inv > self.mut_inv:
             self.mut_inv, self.mut = later.mut_inv, later.mut
         if later.lop_inv > self.lop_inv:

@@ -158,8 +158,9 @@ def test_store_whose_calls_hang_ends_with_the_ops_unknown(tmp_path):
     assert all("append" in v.statement and "bound of 1 s" in v.statement for v in verdict.violations)
     timeouts = [e for e in _events(tmp_path / "run") if e["kind"] == "timeout-kill"]
     assert timeouts and all(e["v"]["surface"] == "append" and e["v"]["in_call"] for e in timeouts)
-    appends = [x for x in operations(history_paths(tmp_path / "run"))
-               if isinstance(x, Operation) and x.f == "append" and x.intent == "live"]
+    # every append hangs, whatever lease it presents (a worker's first tenure opens with a coverage probe, so in some
+    # storms no append under a live lease is ever reached)
+    appends = [x for x in operations(history_paths(tmp_path / "run")) if isinstance(x, Operation) and x.f == "append"]
     assert appends and all(op.outcome == "info" for op in appends)
 
 

@@ -15,10 +15,10 @@ holds:
 - a successor holds the run and has started its third call since the grant (its reads of the
   journal and meta are done; a workload may ask for more, `successor_calls`: the runs workload waits for
   its taker's whole first read, the journal, the meta and every blob): `successor`;
-- the held call visibly blocks the store, before its lease's expiry too: since the stop the others
-  have started at most one call each, none for a sixth of the ttl (at least 20 ms), and two of the
-  others that run are stuck inside a call (one where only one runs; with several workers held, the
-  earliest such stop goes first): `blocked`;
+- the held call visibly blocks the store, before its lease's expiry too: the others have started no
+  call for a sixth of the ttl (at least 20 ms), two of the others that run are stuck inside a call
+  begun that long ago or more (one where only one runs), and no other worker is stopped inside a call
+  (that stop may be what blocks them): `blocked`;
 - twice the pause length past the lease's expiry: `cap`.
 """
 
@@ -82,7 +82,6 @@ class _Hold:
     expires_ns: int  # the latest its lease can expire (published by the worker)
     cap_ns: int
     idle_ns: int
-    ops_at_stop: int = 0  # the other workers' op indices summed when it stopped
     successor: Any = None  # the worker seen holding a later epoch of the run (a handle, or a RemoteTenure)
     asked: bool = False  # a worker was asked to take the run over
     progress: int = -1  # the other workers' op indices summed, and since when unchanged
@@ -102,6 +101,7 @@ class WorkerHandle:
     surfaces: tuple[str, ...] = ()  # what its SURFACE codes name (`soak.storm.worker.surface_codes`)
     paused_since: int | None = None  # monotonic ns of the SIGSTOP
     hold: _Hold | None = None  # set while a strike is held
+    watch: _Hold | None = None  # set while a pause stopped it inside a call: what the blocked rule tracks
     pause_credit: dict[int, int] = field(default_factory=dict)  # op index -> ns spent paused
     killed: bool = False
     reaped: bool = False
@@ -211,6 +211,8 @@ class Nemesis:
         self.next_pause = self._after(start, scenario.pause_interval_s)
         self.next_kill = self._after(start, scenario.kill_interval_s)
         self.pause_ns = scenario.effective_pause_ms * 1_000_000
+        # how long the others must stand still before a stop is judged to block the store: a sixth of the ttl, >= 20 ms
+        self.idle_ns = max(20_000_000, scenario.lease_ttl_ms * 1_000_000 // 6)
         self.paused: list[WorkerHandle] = []
         self.strikes = {"held": 0, "missed": 0}
         self.strike_kills: list[WorkerHandle] = []  # workers a kill strike crashed, for the orchestrator to replace
@@ -306,6 +308,13 @@ class Nemesis:
                     self.resume(w, why)
             elif w.paused_since is not None and now - w.paused_since >= self.pause_ns:
                 self.resume(w)
+            elif (w.watch is not None and self._blocked(w, w.watch, self._others(w, workers), now, alone=False)
+                  and now >= w.watch.expires_ns):
+                # paused inside a call past its lease, and the call visibly blocks the store: holding it longer
+                # only freezes every worker (no successor can take over while it holds the lock). Judged even while
+                # another worker is stopped inside a call (a pause cut short loses nothing), so a hold beside it is
+                # judged alone once it ends.
+                self.resume(w, "blocked")
         if self.next_pause is not None and now >= self.next_pause:
             struck = self._strike(workers, self.sc.pause_in_call_bias)
             if struck is not None:
@@ -346,10 +355,7 @@ class Nemesis:
                 self.strikes["overlapped"] = self.strikes.get("overlapped", 0) + 1
                 continue
             expires = int(st[TENURE_EXPIRES_NS])
-            idle = max(20_000_000, self.sc.lease_ttl_ms * 1_000_000 // 6)  # a sixth of the ttl, at least 20 ms
-            ops = sum(int(o.state[OP_INDEX]) for o in workers if o is not w and not o.killed and o.alive())
-            w.hold = _Hold(key, int(st[TENURE_EPOCH]), expires, max(expires, now) + 2 * self.pause_ns, idle,
-                           ops_at_stop=ops)
+            w.hold = _Hold(key, int(st[TENURE_EPOCH]), expires, max(expires, now) + 2 * self.pause_ns, self.idle_ns)
             if self.strike_board is not None:
                 self.strike_board[HELD_SLOT] = key + 1  # whoever is granted the run next is its taker
             w.paused_since = now
@@ -369,7 +375,7 @@ class Nemesis:
         h = w.hold
         if now >= h.cap_ns:
             return "cap"
-        others = [o for o in workers if o is not w and not o.killed and o.alive()]
+        others = self._others(w, workers)
         if now < h.expires_ns:
             # before the expiry only the blocked rule may let it go: a call that holds the store's lock keeps every
             # successor out however long it is held, and there is no successor to wait for yet
@@ -392,19 +398,22 @@ class Nemesis:
         return self._blocked(w, h, others, now)
 
     @staticmethod
-    def _blocked(w: WorkerHandle, h: _Hold, others: list[WorkerHandle], now: int) -> str | None:
-        """`blocked` where the held call visibly blocks the store, else None."""
-        # the held call blocks the store (holds its lock): since it stopped, the others have made
-        # next to no progress (one call each at most), none for a while, and one is stuck in a call
+    def _others(w: WorkerHandle, workers: list[WorkerHandle]) -> list[WorkerHandle]:
+        return [o for o in workers if o is not w and not o.killed and o.alive()]
+
+    @staticmethod
+    def _blocked(w: WorkerHandle, h: _Hold, others: list[WorkerHandle], now: int, alone: bool = True) -> str | None:
+        """`blocked` where the held call visibly blocks the store, else None (`alone`: and no other stop may)."""
+        # the held call blocks the store (holds its lock): the others have started no call for a while, and two of
+        # them are stuck inside a call they began after the stop. They may have gone on for a while after it (reads
+        # that do not wait for the lock, a worker that woke up to write): what counts is that they stand still now.
         total = sum(int(o.state[OP_INDEX]) for o in others)
         if total != h.progress:
             h.progress, h.progress_ns = total, now
-        if total - h.ops_at_stop > len(others):
-            return None  # the others went on after this stop: it does not block them
+        if alone and any(o.paused_since is not None and o.state[IN_CALL] for o in others):
+            h.progress_ns = now  # another worker stopped inside a call may be what blocks the store: watch afresh
+            return None
         quiet = now - h.idle_ns
-        if any(o.paused_since is not None and o.paused_since < w.paused_since
-               and (o.hold is None or o.hold.progress - o.hold.ops_at_stop <= len(others)) for o in others):
-            return None  # an earlier stop that may block the store goes first
         # two stuck where two or more others run (one alone could be a call starved of CPU on a loaded machine)
         running = [o for o in others if o.paused_since is None]
         stuck = sum(1 for o in running
@@ -419,6 +428,10 @@ class Nemesis:
             self._stop(w)
         w.paused_since = now_ns()
         self.paused.append(w)
+        if w.state[IN_CALL]:  # the blocked rule may end it once its lease has expired
+            expires = int(w.state[TENURE_EXPIRES_NS]) if int(w.state[TENURE_KEY]) >= 0 else w.paused_since
+            w.watch = _Hold(int(w.state[TENURE_KEY]), int(w.state[TENURE_EPOCH]), expires,
+                            w.paused_since + self.pause_ns, self.idle_ns)
         self.log("pause", {"target": w.name, "pid": w.pid, "stopped": _is_stopped(w.pid),
                            "ms": self.sc.effective_pause_ms, "attempts": attempts, **call_state(w)})
 
@@ -455,11 +468,11 @@ class Nemesis:
             op = int(w.state[OP_INDEX])
             w.pause_credit[op] = w.pause_credit.get(op, 0) + paused_ns
         w.paused_since = None
-        hold, w.hold = w.hold, None
+        hold, w.hold, w.watch = w.hold, None, None
         if w in self.paused:
             self.paused.remove(w)
-        extra = {} if hold is None else {"successor": None if hold.successor is None else hold.successor.name,
-                                         "why": why}
+        extra = ({"why": why} if why else {}) if hold is None else {
+            "successor": None if hold.successor is None else hold.successor.name, "why": why}
         self.log("resume", {"target": w.name, "pid": w.pid, "paused_ms": round(paused_ns / 1e6, 3), **extra})
 
     def _mark(self, code: int, row: int, k: int, n: int) -> None:

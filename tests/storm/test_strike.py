@@ -241,12 +241,79 @@ def test_a_struck_holder_that_blocks_the_store_is_let_go_and_a_miss_is_continued
     assert nem._let_go(victim, workers, now + idle + 1) is None
     missed.state[IN_CALL], missed.state[SINCE_NS] = 1, now
     assert nem._let_go(victim, workers, now + idle + 2) == "blocked"  # nobody moved, both are stuck in a call
-    stuck.state[OP_INDEX] = 23  # had the others gone on since the stop, it does not block them
+    # the others went on (reads that do not wait for the lock), and one began a new call: not blocked now
+    stuck.state[OP_INDEX], stuck.state[SINCE_NS] = 23, now + 2 * idle
     assert nem._let_go(victim, workers, now + 2 * idle + 3) is None
+    assert nem._let_go(victim, workers, now + 3 * idle + 2) is None
+    # they stand still again, stuck in calls begun that long ago: blocked, however far they went after the stop
+    assert nem._let_go(victim, workers, now + 3 * idle + 4) == "blocked"
     assert nem._let_go(victim, workers, victim.hold.cap_ns) == "cap"
     nem.resume_all(workers)
     assert all(_wait_running(h.pid) for h in workers)
     assert victim.state[WITNESSED] == 0 and "witnessed" not in nem.strikes  # nobody took over: not repeated
+
+
+def test_a_hold_beside_a_pause_inside_a_call_is_not_judged_blocked_and_the_pause_ends_once_it_blocks(tmp_path,
+                                                                                                       procs):
+    """The others stuck while a pause sits inside a call may be stuck behind the pause, not the hold: the hold is
+    never marked blocked then (it may sit in a split fence's window). The pause itself ends once its lease has
+    expired and the store stands still; a pause that does not block runs its whole length."""
+    nem = _nemesis(tmp_path)
+    now = now_ns()
+    expires = now + 50_000_000
+    held = _handle(procs, 0, {IN_CALL: 1, STRIKE: 1, TENURE_KEY: 0, TENURE_EPOCH: 3, TENURE_EXPIRES_NS: now,
+                              OP_INDEX: 7})
+    paused = _handle(procs, 1, {IN_CALL: 1, TENURE_KEY: 1, TENURE_EPOCH: 2, TENURE_EXPIRES_NS: expires, OP_INDEX: 9})
+    a = _handle(procs, 2, {IN_CALL: 1, SINCE_NS: now, OP_INDEX: 20, TENURE_KEY: 2, TENURE_EPOCH: 1})
+    b = _handle(procs, 3, {IN_CALL: 1, SINCE_NS: now, OP_INDEX: 30})
+    workers = [held, paused, a, b]
+    os.kill(held.pid, signal.SIGSTOP)
+    assert _wait_stopped(held.pid)
+    nem.find_strikes(workers, now)
+    nem.pause(paused)
+    assert paused.watch is not None and held.hold is not None
+    idle = held.hold.idle_ns
+    start = paused.paused_since
+    for t in (start + 1, start + idle + 1, expires - 1):
+        assert nem._let_go(held, workers, t) is None  # a and b are stuck, but the pause may hold the lock
+        assert nem._blocked(paused, paused.watch, nem._others(paused, workers), t, alone=False) == (
+            "blocked" if t > start + idle else None)
+    # the loop of `step`: the pause is let go once its lease has expired, as `blocked`
+    nem.resume(paused, "blocked")
+    assert paused.watch is None and _wait_running(paused.pid)
+    assert nem._let_go(held, workers, expires + 1) is None  # progress is watched afresh from here
+    assert nem._let_go(held, workers, expires + idle + 2) == "blocked"  # alone now: a and b still stuck
+    nem.resume_all(workers)
+    # a pause inside a call that does not block the store (the others move) runs its whole length
+    nem.pause(paused)
+    t = paused.paused_since
+    for i in range(1, 6):
+        a.state[OP_INDEX] += 1
+        a.state[SINCE_NS] = t + i * idle
+        assert nem._blocked(paused, paused.watch, nem._others(paused, workers), t + i * idle, alone=False) is None
+    nem.resume_all(workers)
+
+
+def test_the_nemesis_ends_a_pause_that_blocks_the_store_after_its_lease_and_logs_why(tmp_path, procs):
+    nem = _nemesis(tmp_path)
+    now = now_ns()
+    expires = now + 30_000_000
+    paused = _handle(procs, 0, {IN_CALL: 1, TENURE_KEY: 0, TENURE_EPOCH: 2, TENURE_EXPIRES_NS: expires, OP_INDEX: 5})
+    a = _handle(procs, 1, {IN_CALL: 1, SINCE_NS: now, OP_INDEX: 20})
+    b = _handle(procs, 2, {IN_CALL: 1, SINCE_NS: now, OP_INDEX: 30})
+    nem.next_pause = nem.next_kill = None
+    nem.pause(paused)
+    workers = [paused, a, b]
+    deadline = time.monotonic() + 2.0
+    while paused.paused_since is not None and time.monotonic() < deadline:
+        nem.step(workers)
+        time.sleep(0.002)
+    assert paused.paused_since is None and _wait_running(paused.pid)
+    waited = now_ns() - now
+    assert max(expires - now, nem.idle_ns) <= waited < nem.pause_ns  # after its lease, before its whole length
+    nem.writer.close()
+    resumes = [line for line in (tmp_path / "nemesis.jsonl").read_text().splitlines() if '"resume"' in line]
+    assert len(resumes) == 1 and '"why":"blocked"' in resumes[0]
 
 
 def test_one_strike_is_held_at_a_time_and_a_taker_is_asked_at_its_expiry(tmp_path, procs):

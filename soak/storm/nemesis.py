@@ -192,8 +192,10 @@ class Nemesis:
     def __init__(self, scenario: Any, rng: random.Random, writer: HistoryWriter, *, start_ns: int | None = None,
                  surfaces: tuple[str, ...] = (), mutations: frozenset[str] = frozenset(),
                  kill_surfaces: frozenset[str] | None = None, strike_board: Any = None,
-                 successor_calls: int | None = None):
+                 successor_calls: int | None = None, blocked_pauses_end: bool = False):
         self.sc = scenario
+        # a pause inside a call that visibly blocks the store ends once the lease has expired (the workload's choice)
+        self.blocked_pauses_end = blocked_pauses_end
         self.successor_calls = successor_calls or _SUCCESSOR_CALLS  # the workload's (`successor_calls`), if any
         self.strike_board = strike_board  # shared with the workers' strike timers (soak.storm.strike.BOARD_SPAN)
         self.surfaces = surfaces
@@ -428,7 +430,7 @@ class Nemesis:
             self._stop(w)
         w.paused_since = now_ns()
         self.paused.append(w)
-        if w.state[IN_CALL]:  # the blocked rule may end it once its lease has expired
+        if self.blocked_pauses_end and w.state[IN_CALL]:  # the blocked rule may end it once its lease has expired
             expires = int(w.state[TENURE_EXPIRES_NS]) if int(w.state[TENURE_KEY]) >= 0 else w.paused_since
             w.watch = _Hold(int(w.state[TENURE_KEY]), int(w.state[TENURE_EPOCH]), expires,
                             w.paused_since + self.pause_ns, self.idle_ns)

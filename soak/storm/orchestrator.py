@@ -278,6 +278,7 @@ class _Storm:
         return Nemesis(self.sc, self.rng, self.events, start_ns=start_ns, surfaces=self.surfaces,
                        strike_board=self.strike_board,
                        successor_calls=self._successor_calls(),
+                       blocked_pauses_end=bool(getattr(self.workload, "blocked_pauses_end_at_expiry", False)),
                        mutations=self.workload.mutations, kill_surfaces=getattr(self.workload, "kill_surfaces", None))
 
     # -- workers ----------------------------------------------------------------------------

@@ -66,6 +66,9 @@ class Workload(Protocol):
     #: optional: where the nemesis aims its kills (default: `mutations`), e.g. calls that commit twice, where a kill
     #: between the commits leaves a split write
     kill_surfaces: frozenset[str]
+    #: optional, default False: a pause inside a call that visibly blocks the store may end once the paused worker's
+    #: lease has expired (a pause of this workload only needs to outlast the lease; `soak.storm.nemesis`)
+    blocked_pauses_end_at_expiry: bool
     #: the quorum counters it counts (a scenario may set a threshold on these and on the nemesis's own)
     quorum_keys: tuple[str, ...]
     #: its scenario keys: a frozen dataclass whose defaults are its root preset's (a dict field is a table)

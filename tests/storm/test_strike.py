@@ -187,8 +187,9 @@ def _wait_running(pid: int, timeout_s: float = 2.0) -> bool:
     return True
 
 
-def _nemesis(tmp_path) -> Nemesis:
-    return Nemesis(load_scenario("smoke"), random.Random(1), HistoryWriter(tmp_path / "nemesis.jsonl", "nemesis"))
+def _nemesis(tmp_path, **kw) -> Nemesis:
+    return Nemesis(load_scenario("smoke"), random.Random(1), HistoryWriter(tmp_path / "nemesis.jsonl", "nemesis"),
+                   **kw)
 
 
 def test_a_struck_holder_is_held_past_its_lease_until_a_successor_has_read_the_run(tmp_path, procs):
@@ -257,8 +258,9 @@ def test_a_hold_beside_a_pause_inside_a_call_is_not_judged_blocked_and_the_pause
                                                                                                        procs):
     """The others stuck while a pause sits inside a call may be stuck behind the pause, not the hold: the hold is
     never marked blocked then (it may sit in a split fence's window). The pause itself ends once its lease has
-    expired and the store stands still; a pause that does not block runs its whole length."""
-    nem = _nemesis(tmp_path)
+    expired and the store stands still (where the workload allows it, as `runs` does); a pause that does not block
+    runs its whole length."""
+    nem = _nemesis(tmp_path, blocked_pauses_end=True)
     now = now_ns()
     expires = now + 50_000_000
     held = _handle(procs, 0, {IN_CALL: 1, STRIKE: 1, TENURE_KEY: 0, TENURE_EPOCH: 3, TENURE_EXPIRES_NS: now,
@@ -295,7 +297,17 @@ def test_a_hold_beside_a_pause_inside_a_call_is_not_judged_blocked_and_the_pause
 
 
 def test_the_nemesis_ends_a_pause_that_blocks_the_store_after_its_lease_and_logs_why(tmp_path, procs):
-    nem = _nemesis(tmp_path)
+    from soak.workloads import get_workload
+
+    assert get_workload("runs").blocked_pauses_end_at_expiry
+    assert not getattr(get_workload("claims"), "blocked_pauses_end_at_expiry", False)  # must outlast offline too
+    (tmp_path / "claims").mkdir()
+    quiet = _nemesis(tmp_path / "claims")
+    other = _handle(procs, 3, {IN_CALL: 1, TENURE_KEY: 0, TENURE_EXPIRES_NS: now_ns(), OP_INDEX: 5})
+    quiet.pause(other)
+    assert other.watch is None  # a workload that does not allow it keeps every pause whole
+    quiet.resume(other)
+    nem = _nemesis(tmp_path, blocked_pauses_end=True)
     now = now_ns()
     expires = now + 30_000_000
     paused = _handle(procs, 0, {IN_CALL: 1, TENURE_KEY: 0, TENURE_EPOCH: 2, TENURE_EXPIRES_NS: expires, OP_INDEX: 5})

@@ -76,6 +76,11 @@ class RunsWorkload:
         return [*scenario.options.main_runs(), *scenario.options.side_run_ids(), CROSS_RUN,
                 *load_runs(scenario.load_workers)]
 
+    #: a pause's work here is done once the paused worker's lease has expired (its next calls are stale); past that,
+    #: a pause inside a call that holds the store's lock only freezes every worker (claims pauses must also outlast
+    #: the offline threshold, and keep their length)
+    blocked_pauses_end_at_expiry = True
+
     @staticmethod
     def successor_calls(scenario: Any) -> int:
         """Calls a successor starts after its grant before the nemesis lets a struck holder go: the taker's first

@@ -208,7 +208,11 @@ def unconfirmed(early: dict[str, Any], final: list[Violation]) -> str | None:
     the stale write, the read, the second grant's first grant, the failed boot).
 
     The rest of the evidence may differ: a read is judged against the writes folded when it settles, so the
-    full check, settling later, may name a later write in flight as the one the read should have seen."""
+    full check, settling later, may name a later write in flight as the one the read should have seen. And where
+    the early violation explains itself by an accepted write of a tenure (a read that missed a superseded epoch's
+    write), the full check may convict that tenure through another of its writes first: a later write of the same
+    tenure, folded after the early judge stopped, can change what the read should have seen (a stale delete of the
+    run). A violation of the same clause whose first cited operation is an accepted write of that tenure confirms it."""
     v = early.get("violation")
     if not v:
         return None
@@ -216,6 +220,11 @@ def unconfirmed(early: dict[str, Any], final: list[Violation]) -> str | None:
     if not cited and any(f.clause == v["clause"] for f in final):
         return None
     if cited and any(f.clause == v["clause"] and f.evidence and f.evidence[0].tag == cited[0] for f in final):
+        return None
+    tenures = {(e.get("run"), e.get("epoch")) for e in v.get("evidence", [])[1:]
+               if e.get("outcome") == "ok" and e.get("epoch") is not None}
+    if tenures and any(f.clause == v["clause"] and f.evidence and f.evidence[0].outcome == "ok"
+                       and (f.evidence[0].run, f.evidence[0].epoch) in tenures for f in final):
         return None
     return (f"the early judge stopped the storm at a {v['clause']} violation ({v.get('statement', '')[:200]}) "
             "that the full check does not confirm: a harness defect, please report it with this run directory")

@@ -113,7 +113,8 @@ def _throughput(rounds: int, workers: int, raw_s: float, storm_s: float, load_wo
         # the ratios' denominator is the better of the two waits for the lock: the store's own wait could make the
         # bare loop slower, which would flatter every ratio
         r, rr = max(bare.rate, stock), recd.rate
-        ceiling.append(max(rr, recd_stock) / r)  # what recording every call durably leaves of the raw limit
+        best_recd = max(rr, recd_stock)
+        ceiling.append(best_recd / r)  # what recording every call durably leaves of the raw limit
         raw_poll.append(bare.rate)
         raw_stock.append(stock)
         worst.append(bare.worst_call_s * 1e3)
@@ -129,7 +130,7 @@ def _throughput(rounds: int, workers: int, raw_s: float, storm_s: float, load_wo
         loaded_calls.append(ld.call_rate)
         loaded_ratio.append(ld.rate / r)
         loaded_call_ratio.append(ld.call_rate / r)
-        over_ceiling.append(ld.call_rate / max(rr, recd_stock))
+        over_ceiling.append(ld.call_rate / best_recd)
         raw.append(r)
         rec.append(rr)
         storm.append(s.rate)

@@ -74,18 +74,24 @@ class RemoteTenure:
 
 
 @dataclass(eq=False)
-class _Hold:
-    """Why a struck worker is held: its tenure, and what lets it go."""
+class _Still:
+    """What the blocked rule watches of a worker stopped inside a call: since when the others have stood still."""
 
-    key: int
-    epoch: int
     expires_ns: int  # the latest its lease can expire (published by the worker)
-    cap_ns: int
-    idle_ns: int
-    successor: Any = None  # the worker seen holding a later epoch of the run (a handle, or a RemoteTenure)
-    asked: bool = False  # a worker was asked to take the run over
+    idle_ns: int  # how long the others must stand still
     progress: int = -1  # the other workers' op indices summed, and since when unchanged
     progress_ns: int = 0
+
+
+@dataclass(eq=False)
+class _Hold(_Still):
+    """Why a struck worker is held: its tenure, and what lets it go."""
+
+    key: int = -1
+    epoch: int = 0
+    cap_ns: int = 0
+    successor: Any = None  # the worker seen holding a later epoch of the run (a handle, or a RemoteTenure)
+    asked: bool = False  # a worker was asked to take the run over
 
 
 @dataclass(eq=False)
@@ -101,7 +107,7 @@ class WorkerHandle:
     surfaces: tuple[str, ...] = ()  # what its SURFACE codes name (`soak.storm.worker.surface_codes`)
     paused_since: int | None = None  # monotonic ns of the SIGSTOP
     hold: _Hold | None = None  # set while a strike is held
-    watch: _Hold | None = None  # set while a pause stopped it inside a call: what the blocked rule tracks
+    watch: _Still | None = None  # set while a pause stopped it inside a call: what the blocked rule tracks
     pause_credit: dict[int, int] = field(default_factory=dict)  # op index -> ns spent paused
     killed: bool = False
     reaped: bool = False
@@ -357,7 +363,8 @@ class Nemesis:
                 self.strikes["overlapped"] = self.strikes.get("overlapped", 0) + 1
                 continue
             expires = int(st[TENURE_EXPIRES_NS])
-            w.hold = _Hold(key, int(st[TENURE_EPOCH]), expires, max(expires, now) + 2 * self.pause_ns, self.idle_ns)
+            w.hold = _Hold(expires, self.idle_ns, key=key, epoch=int(st[TENURE_EPOCH]),
+                           cap_ns=max(expires, now) + 2 * self.pause_ns)
             if self.strike_board is not None:
                 self.strike_board[HELD_SLOT] = key + 1  # whoever is granted the run next is its taker
             w.paused_since = now
@@ -404,7 +411,7 @@ class Nemesis:
         return [o for o in workers if o is not w and not o.killed and o.alive()]
 
     @staticmethod
-    def _blocked(w: WorkerHandle, h: _Hold, others: list[WorkerHandle], now: int, alone: bool = True) -> str | None:
+    def _blocked(w: WorkerHandle, h: _Still, others: list[WorkerHandle], now: int, alone: bool = True) -> str | None:
         """`blocked` where the held call visibly blocks the store, else None (`alone`: and no other stop may)."""
         # the held call blocks the store (holds its lock): the others have started no call for a while, and two of
         # them are stuck inside a call they began after the stop. They may have gone on for a while after it (reads
@@ -431,9 +438,8 @@ class Nemesis:
         w.paused_since = now_ns()
         self.paused.append(w)
         if self.blocked_pauses_end and w.state[IN_CALL]:  # the blocked rule may end it once its lease has expired
-            expires = int(w.state[TENURE_EXPIRES_NS]) if int(w.state[TENURE_KEY]) >= 0 else w.paused_since
-            w.watch = _Hold(int(w.state[TENURE_KEY]), int(w.state[TENURE_EPOCH]), expires,
-                            w.paused_since + self.pause_ns, self.idle_ns)
+            w.watch = _Still(int(w.state[TENURE_EXPIRES_NS]) if int(w.state[TENURE_KEY]) >= 0 else w.paused_since,
+                             self.idle_ns)
         self.log("pause", {"target": w.name, "pid": w.pid, "stopped": _is_stopped(w.pid),
                            "ms": self.sc.effective_pause_ms, "attempts": attempts, **call_state(w)})
 
@@ -473,8 +479,9 @@ class Nemesis:
         hold, w.hold, w.watch = w.hold, None, None
         if w in self.paused:
             self.paused.remove(w)
-        extra = ({"why": why} if why else {}) if hold is None else {
-            "successor": None if hold.successor is None else hold.successor.name, "why": why}
+        extra: dict[str, Any] = {"why": why} if why else {}
+        if hold is not None:
+            extra = {"successor": None if hold.successor is None else hold.successor.name, "why": why}
         self.log("resume", {"target": w.name, "pid": w.pid, "paused_ms": round(paused_ns / 1e6, 3), **extra})
 
     def _mark(self, code: int, row: int, k: int, n: int) -> None:

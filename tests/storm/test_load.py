@@ -24,9 +24,10 @@ def test_a_load_run_regranted_after_its_lease_lapsed_is_no_takeover():
     assert counter.takeovers() == 1
 
 
-def test_load_workers_write_their_own_runs_beside_a_storm_the_nemesis_never_touches_them(tmp_path):
-    """Two tenure workers under the full nemesis, two load workers beside them: the load workers' writes land on
-    their own runs and are checked like any other (no violation), and no pause, kill or strike targets them."""
+def test_load_workers_write_and_read_beside_a_storm_the_nemesis_never_touches_them(tmp_path):
+    """Two tenure workers under the full nemesis, two load workers beside them: the writer's writes land on its own
+    run, the reader reads that run untenured, every call checked like any other (no violation), and no pause, kill
+    or strike targets them."""
     # a quorum of nemesis actions ends it (a time bound would count the boot, seconds on a loaded machine)
     sc = load_scenario("smoke").replace(workers=2, load_workers=2, time_bound_s=60.0,
                                         quorum={"pauses": 4, "kills": 2, "takeovers": 3},
@@ -38,10 +39,13 @@ def test_load_workers_write_their_own_runs_beside_a_storm_the_nemesis_never_touc
     for op in operations(history_paths(run_dir)):
         if isinstance(op, Operation) and op.f != "open":
             by_process.setdefault(op.process.split(".")[0], Counter())[(op.run, op.f, op.outcome)] += 1
-    for slot, run in ((2, "ld0"), (3, "ld1")):
-        mine = by_process[f"w{slot}"]
-        assert mine[(run, "append", "ok")] > 50  # as fast as the store takes writes
-        assert {r for r, _, _ in mine} == {run}  # its own run only
+    writer, reader = by_process["w2"], by_process["w3"]
+    assert writer[("ld0", "append", "ok")] > 50  # as fast as the store takes writes
+    assert {r for r, _, _ in writer} == {"ld0"}  # its own run only
+    assert {(r, f) for r, f, _ in reader} == {("ld0", "get_meta"), ("ld0", "blob_get")}  # the writer's run, read only
+    assert reader[("ld0", "get_meta", "ok")] > 50
+    assert not any(op.lease for op in operations(history_paths(run_dir))
+                   if isinstance(op, Operation) and op.process.startswith("w3."))  # untenured
     for slot in (0, 1):
         assert not any(is_load_run(r) for r, _, _ in by_process[f"w{slot}"])
     targets = Counter()

@@ -1,10 +1,16 @@
-"""The runs workload's load workers: each presses the store beside the tenure workers, on a run of its own.
+"""The runs workload's load workers: writers and readers pressing the store beside the tenure workers.
 
-A load worker (the scenario's `load_workers`) holds a tenure of its own run (`ld0`, `ld1`, ...), renewed every ttl/3,
+The load workers (the scenario's `load_workers`) come in groups of four: the first of a group is a writer, the
+others readers of the writer's run. A writer holds a tenure of its own run (`ld0`, `ld4`, ...), renewed every ttl/3,
 and writes it as fast as the store takes writes: appends at the tail + 1 mostly, meta and blob puts, and read-backs
-of meta and blobs. Every call is recorded and checked like any other (the checker never consults the intent,
-`load`), so the load is verified, not noise. The tenure workers' takeovers, strikes and probes then happen while the
-store runs near its limit: busy answers, lock waits and starvation are where a store breaks.
+of meta and blobs. A reader (`ld1`-`ld3` read `ld0`) reads that run's meta and blobs, untenured, while it is being
+written, as fast as the store answers; it runs at a low CPU priority (`nice` 10), so it takes the CPU the
+writers and the tenure workers leave idle (waiting for the write lock, recording, sleeping) and not theirs. One
+writer is as many as the write lock of an embedded store takes: on 2 cores, four writers wasted their CPU polling the
+lock and wrote no more than one (docs/performance.md, "One writer, three readers"). Every call is recorded and checked
+like any other (the checker never consults the intent, `load`), so the load is verified, not noise. The tenure
+workers' takeovers, strikes and probes then happen while the store runs near its limit: busy answers, lock waits,
+starvation and reads beside writes are where a store breaks.
 
 SQLite's busy handler is not fair: writers back to back can starve a waiting caller for seconds, past the
 `call-returns` bound, which would be the harness's doing, not the store's. So before every call a load worker looks
@@ -17,19 +23,27 @@ are not takeovers (`is_load_run`). The nemesis never acts on a load worker.
 from __future__ import annotations
 
 import itertools
+import os
 import time
 
 from soak.spi import JournalOrderError, LeaseHeldError, StoreBusyError
 from soak.workloads.context import WorkerContext
 from soak.workloads.runs.worker import _Worker
 
-__all__ = ["LOAD_PREFIX", "is_load_run", "load_runs", "run_load_worker"]
+__all__ = ["LOAD_PREFIX", "GROUP", "is_load_run", "load_runs", "run_load_worker"]
 
 #: The prefix of the load workers' runs (`ld0`, `ld1`, ...).
 LOAD_PREFIX = "ld"
-#: What a load worker does, by weight: mostly fenced appends (the raw limit's own call), then the other writes and
+#: Load workers per writer: the first of each group of `GROUP` writes, the others read its run.
+GROUP = 4
+#: What a writer does, by weight: mostly fenced appends (the raw limit's own call), then the other writes and
 #: the reads that hold the store to them.
 _MIX = {"append": 6.0, "put_meta": 1.0, "blob_put": 1.0, "get_meta": 1.0, "blob_get": 1.0}
+#: A reader's CPU priority (`os.nice`): it yields the CPU to every other worker (weight 110 against their 1024), yet is
+#: not starved for long when the machine is saturated (at 19, a reader's call waited 0.7 s under four CPU hogs).
+_NICE = 10
+#: What a reader does, by weight.
+_READS = {"get_meta": 1.0, "blob_get": 1.0}
 
 
 def load_runs(count: int) -> list[str]:
@@ -51,8 +65,11 @@ class _LoadWorker(_Worker):
     def __init__(self, ctx: WorkerContext) -> None:
         super().__init__(ctx)
         self.run = load_runs(ctx.load_index + 1)[-1]
-        self.kinds = list(_MIX)
-        self.cum_weights = list(itertools.accumulate(_MIX[k] for k in self.kinds))
+        #: the writer's run this load worker reads, or None: it is the writer
+        self.reads = load_runs(ctx.load_index - ctx.load_index % GROUP + 1)[-1] if ctx.load_index % GROUP else None
+        mix = _READS if self.reads else _MIX
+        self.kinds = list(mix)
+        self.cum_weights = list(itertools.accumulate(mix[k] for k in self.kinds))
         self.starved_ns = self.sc.lease_ttl_ms * 500_000  # half the ttl
 
     def yield_to_starved(self) -> None:
@@ -64,6 +81,9 @@ class _LoadWorker(_Worker):
             time.sleep(0.001)
 
     def loop(self) -> None:
+        if self.reads is not None:
+            self.read()
+            return
         while not self.ctx.should_stop():
             self.yield_to_starved()
             asked = time.monotonic()
@@ -72,6 +92,17 @@ class _LoadWorker(_Worker):
                 self.press(out.result, asked)
             else:
                 self.sleep(0.001)
+
+    def read(self) -> None:
+        """Read the writer's run, untenured, until the storm stops, at a low CPU priority."""
+        os.nice(_NICE)
+        run = self.reads
+        while not self.ctx.should_stop():
+            self.yield_to_starved()
+            if self.rng.choices(self.kinds, cum_weights=self.cum_weights)[0] == "get_meta":
+                self.get_meta(run, "load", None)
+            else:
+                self.blob_get(self.blob_ref(run), "load", None)
 
     def press(self, lease, since: float) -> None:
         """Write the run under `lease` until the tenure is lost or the storm stops; `since` bounds its last grant or

@@ -237,6 +237,53 @@ class LongTtl(SqliteStore):
         return self.lease_ttl_ms * 4 / 1000.0
 
 
+# -- mutants of the read path: a per-process read cache with a short expiry and no invalidation -----------------
+
+#: How long a cached read is answered from the cache (monotonic seconds).
+_CACHE_S = 0.02
+
+
+class _ReadCache:
+    """Reads answered from this process's cache for `_CACHE_S` after the store was last read: writes, this process's
+    own included, do not invalidate it (a read-through cache without invalidation)."""
+
+    def __init__(self, read) -> None:
+        self.read = read
+        self.cached: dict[str, tuple[float, object]] = {}
+
+    def __call__(self, key: str):
+        now = time.monotonic()
+        hit = self.cached.get(key)
+        if hit is not None and now - hit[0] < _CACHE_S:
+            return hit[1]
+        value = self.read(key)
+        self.cached[key] = (now, value)
+        return value
+
+
+class CachedMeta(SqliteStore):
+    """`get_meta` answers from a per-process cache up to 20 ms old: a write, even the caller's own, is not seen."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.get_meta = _ReadCache(super().get_meta)
+
+
+class _CachedBlobs(_SqliteBlobs):
+    def __init__(self, store) -> None:
+        super().__init__(store)
+        self.get = _ReadCache(super().get)
+
+
+class CachedBlob(SqliteStore):
+    """Blob reads answer from a per-process cache up to 20 ms old: a put or delete, even the caller's own, is not
+    seen."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.transcripts = _CachedBlobs(self)
+
+
 # -- mutants breaking one relation of the probe coverage table (soak.workloads.runs.coverage) ------------------
 
 _PIN_EPOCH = "EXISTS (SELECT 1 FROM leases WHERE run_id = ? AND epoch = ? AND released = 0)"
@@ -379,6 +426,10 @@ MUTANTS: dict[str, Mutant] = {
                "a blob delete is fenced by the lease's run, not the ref's"),
         Mutant("acquire-reentrant", AcquireReentrant, "lease-exclusive",
                "the live holder's own acquire is granted a new epoch"),
+        Mutant("cached-meta", CachedMeta, "meta-last-write",
+               "get_meta answers from a per-process cache up to 20 ms old, blind to writes"),
+        Mutant("cached-blob", CachedBlob, "blob-semantics",
+               "blob reads answer from a per-process cache up to 20 ms old, blind to puts and deletes"),
     )
 }
 

@@ -265,10 +265,10 @@ class _Worker:
         return self.delete(run, lease, intent)
 
     def write(self, kind: str, run: str, lease: Lease, intent: str, tail: int | None,
-              tenure: Lease | None = None) -> tuple[Outcome | None, int | None]:
+              tenure: Lease | None = None, ref: str | None = None) -> tuple[Outcome | None, int | None]:
         """One write of `kind` to `run` under `lease`: an append at `tail` + 1 (the tail read first when unknown,
-        under `tenure`), a meta or a blob put. Its outcome (None: the tail could not be read) and the tail after it
-        (None: unknown)."""
+        under `tenure`), a meta or a blob put (of `ref`, else a random blob of the run). Its outcome (None: the tail
+        could not be read) and the tail after it (None: unknown)."""
         if kind == "append":
             if tail is None:
                 tail = self.load_tail(run, intent, tenure)
@@ -278,7 +278,16 @@ class _Worker:
             return out, (tail + 1 if out.ok else None)  # the tail is known again only after an accepted append
         if kind == "put_meta":
             return self.put_meta(run, lease, intent), tail
-        return self.blob_put(self.blob_ref(run), lease, intent), tail
+        return self.blob_put(ref or self.blob_ref(run), lease, intent), tail
+
+    def read_own(self, kind: str, lease: Lease, ref: str | None) -> None:
+        """Read back at once what an accepted meta put, blob put or blob delete of the tenure changed: a read must
+        show the caller's own write (meta-last-write, blob-semantics), and one that lags it (a read cache blind to
+        writes, a replica behind its primary) shows it here, the tenure's earlier reads of the same key just before."""
+        if kind == "put_meta":
+            self.get_meta(lease.run_id, "live", lease)
+        elif ref is not None:
+            self.blob_get(ref, "live", lease)
 
     def sleep(self, seconds: float) -> None:
         """Sleep cooperatively: wake early when the storm stops."""
@@ -488,8 +497,9 @@ class _Worker:
                 break
             kind = "probe" if first and n == 0 else self.rng.choices(self.mix_keys, self.mix_weights)[0]
             out: Outcome | None = None
+            ref = self.blob_ref(run) if kind in ("blob_put", "blob_delete") else None
             if kind in ("append", "put_meta", "blob_put"):
-                out, tail = self.write(kind, run, lease, live(), tail, lease)
+                out, tail = self.write(kind, run, lease, live(), tail, lease, ref)
             elif kind == "order_probe":
                 if tail is None:
                     tail = self.load_tail(run, "live", lease)
@@ -499,7 +509,7 @@ class _Worker:
                 if not out.refused():
                     tail = None  # an accepted (or unknown) append below the tail: reload before the next
             elif kind == "blob_delete":
-                out = self.blob_delete(self.blob_ref(run), lease, live())
+                out = self.blob_delete(ref, lease, live())
             elif kind == "renew":
                 started = time.monotonic()
                 out = self.renew(lease, live())
@@ -522,6 +532,8 @@ class _Worker:
             if out is not None and out.refused(LeaseHeldError):
                 lost = True  # superseded (a pause, or a slow tenure): sweep the dead lease
                 break
+            if out is not None and out.ok and kind in ("put_meta", "blob_put", "blob_delete"):
+                self.read_own(kind, lease, ref)
         if lost:
             self.sweep(lease)
             return

@@ -284,6 +284,33 @@ class CachedBlob(SqliteStore):
         self.transcripts = _CachedBlobs(self)
 
 
+class CachedJournal(SqliteStore):
+    """`load` answers from a per-process cache up to 20 ms old: an append, even the caller's own, is not seen."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.load = _ReadCache(super().load)
+
+
+class SwappedLoad(SqliteStore):
+    """`load` returns the last two entries swapped once a journal holds three (an ORDER BY lost on a page split)."""
+
+    def load(self, run_id: str) -> list[JournalEntry]:
+        entries = super().load(run_id)
+        if len(entries) >= 3:
+            entries[-1], entries[-2] = entries[-2], entries[-1]
+        return entries
+
+
+class DeleteKeepsMeta(SqliteStore):
+    """A run delete removes the journal but leaves the meta."""
+
+    def delete(self, run_id: str, lease: Lease | None = None) -> None:
+        with self._fenced(run_id, lease) as conn:
+            pin, args = self._guard(lease)
+            conn.execute("DELETE FROM journal WHERE run_id = ? AND " + pin, (run_id, *args))
+
+
 # -- mutants breaking one relation of the probe coverage table (soak.workloads.runs.coverage) ------------------
 
 _PIN_EPOCH = "EXISTS (SELECT 1 FROM leases WHERE run_id = ? AND epoch = ? AND released = 0)"
@@ -430,6 +457,10 @@ MUTANTS: dict[str, Mutant] = {
                "get_meta answers from a per-process cache up to 20 ms old, blind to writes"),
         Mutant("cached-blob", CachedBlob, "blob-semantics",
                "blob reads answer from a per-process cache up to 20 ms old, blind to puts and deletes"),
+        Mutant("cached-journal", CachedJournal, "journal-a3",
+               "load answers from a per-process cache up to 20 ms old, blind to appends"),
+        Mutant("swapped-load", SwappedLoad, "journal-a2", "load returns the last two entries swapped"),
+        Mutant("delete-keeps-meta", DeleteKeepsMeta, "delete-semantics", "a run delete leaves the meta behind"),
     )
 }
 

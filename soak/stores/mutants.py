@@ -261,12 +261,20 @@ class _ReadCache:
         return value
 
 
-class CachedMeta(SqliteStore):
-    """`get_meta` answers from a per-process cache up to 20 ms old: a write, even the caller's own, is not seen."""
+class _CachedRead(SqliteStore):
+    """The store with its read method `_cached` answered through a `_ReadCache`."""
+
+    _cached = ""
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
-        self.get_meta = _ReadCache(super().get_meta)
+        setattr(self, self._cached, _ReadCache(getattr(super(), self._cached)))
+
+
+class CachedMeta(_CachedRead):
+    """`get_meta` answers from a per-process cache up to 20 ms old: a write, even the caller's own, is not seen."""
+
+    _cached = "get_meta"
 
 
 class _CachedBlobs(_SqliteBlobs):
@@ -284,12 +292,10 @@ class CachedBlob(SqliteStore):
         self.transcripts = _CachedBlobs(self)
 
 
-class CachedJournal(SqliteStore):
+class CachedJournal(_CachedRead):
     """`load` answers from a per-process cache up to 20 ms old: an append, even the caller's own, is not seen."""
 
-    def __init__(self, *args, **kwargs) -> None:
-        super().__init__(*args, **kwargs)
-        self.load = _ReadCache(super().load)
+    _cached = "load"
 
 
 class SwappedLoad(SqliteStore):
